@@ -1,0 +1,401 @@
+#include "api/validate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace flashattn::detail {
+namespace {
+
+std::string shape_str(const TensorView& t) {
+  std::ostringstream s;
+  s << '[';
+  for (int d = 0; d < t.ndim; ++d) s << (d ? ", " : "") << t.shape[d];
+  s << ']';
+  return s.str();
+}
+
+std::string device_str(Device d) {
+  return d.type == DeviceType::cpu ? std::string("cpu") : "cuda:" + std::to_string(d.index);
+}
+
+[[noreturn]] void fail(ErrorKind kind, const std::string& arg, const std::string& msg) {
+  throw Error(kind, arg, msg);
+}
+
+// Rank, null data, negative sizes/strides and the contiguous last dimension.
+void check_tensor(const char* name, const TensorView& t, int ndim, const char* layout) {
+  if (t.ndim != ndim)
+    fail(ErrorKind::value, name,
+         std::string("expected ") + std::to_string(ndim) + " dims " + layout + ", got " +
+             std::to_string(t.ndim) + " dims " + shape_str(t));
+  for (int d = 0; d < ndim; ++d) {
+    if (t.shape[d] < 0)
+      fail(ErrorKind::value, name, "negative size in shape " + shape_str(t));
+    if (t.stride[d] < 0)
+      fail(ErrorKind::value, name,
+           "negative stride " + std::to_string(t.stride[d]) + " in dim " + std::to_string(d) +
+               " is not supported");
+  }
+  if (t.shape[ndim - 1] > 1 && t.stride[ndim - 1] != 1)
+    fail(ErrorKind::value, name,
+         "the last dimension must be contiguous (stride 1), got stride " +
+             std::to_string(t.stride[ndim - 1]));
+  if (t.data == nullptr && t.numel() > 0)
+    fail(ErrorKind::value, name, "data pointer is null for a tensor of shape " + shape_str(t));
+}
+
+// An output must not have two indices that share an element.
+void check_non_overlapping(const char* name, const TensorView& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dims with size > 1
+  for (int d = 0; d < t.ndim; ++d)
+    if (t.shape[d] > 1) dims.emplace_back(t.stride[d], t.shape[d]);
+  std::sort(dims.begin(), dims.end());
+  int64_t extent = 1;
+  for (auto [stride, size] : dims) {
+    if (stride < extent)
+      fail(ErrorKind::value, name,
+           "output strides overlap (shape " + shape_str(t) + "): every element needs its own memory");
+    extent = stride * size;
+  }
+}
+
+void check_dim(const char* name, const TensorView& t, int d, int64_t expected, const char* what,
+               const char* layout) {
+  if (t.shape[d] != expected)
+    fail(ErrorKind::value, name,
+         std::string("dim ") + std::to_string(d) + " (" + what + ") must be " +
+             std::to_string(expected) + " to match the other inputs, got shape " + shape_str(t) +
+             " for layout " + layout);
+}
+
+void check_same_dtype(const char* name, const TensorView& t, DType expected) {
+  if (t.dtype != expected)
+    fail(ErrorKind::type, name,
+         std::string("dtype must be ") + to_string(expected) + " like q, got " + to_string(t.dtype));
+}
+
+void check_same_device(const char* name, const TensorView& t, Device expected) {
+  if (!(t.device == expected))
+    fail(ErrorKind::value, name,
+         "is on " + device_str(t.device) + " but q is on " + device_str(expected) +
+             ": all tensors must be on one device");
+}
+
+void check_float_dtype(const char* name, const TensorView& t) {
+  if (t.dtype != DType::f32 && t.dtype != DType::f16 && t.dtype != DType::bf16)
+    fail(ErrorKind::type, name,
+         std::string("dtype must be float32, float16 or bfloat16, got ") + to_string(t.dtype));
+}
+
+// Host-side check of cu_seqlens contents: 0-based, non-decreasing, ending at the total.
+void check_cu_seqlens_values(const char* name, const TensorView& cu, int64_t total,
+                             int64_t max_seqlen, const char* max_name) {
+  const auto* c = static_cast<const int32_t*>(cu.data);
+  const int64_t n = cu.shape[0];
+  const int64_t st = cu.stride[0];
+  if (c[0] != 0) fail(ErrorKind::value, name, "must start at 0, got " + std::to_string(c[0]));
+  for (int64_t b = 1; b < n; ++b) {
+    const int64_t len = static_cast<int64_t>(c[b * st]) - c[(b - 1) * st];
+    if (len < 0)
+      fail(ErrorKind::value, name,
+           "must be non-decreasing, but entry " + std::to_string(b) + " (" +
+               std::to_string(c[b * st]) + ") is below entry " + std::to_string(b - 1) + " (" +
+               std::to_string(c[(b - 1) * st]) + ")");
+    if (len > max_seqlen)
+      fail(ErrorKind::value, max_name,
+           "is " + std::to_string(max_seqlen) + " but sequence " + std::to_string(b - 1) +
+               " has length " + std::to_string(len));
+  }
+  if (c[(n - 1) * st] != total)
+    fail(ErrorKind::value, name,
+         "last entry must equal the number of packed rows " + std::to_string(total) + ", got " +
+             std::to_string(c[(n - 1) * st]));
+}
+
+struct Shapes {
+  int64_t batch, sq, sk, hq, hkv, dqk, dv;
+};
+
+// Checks q, k, v, out (and varlen) and returns the problem sizes.
+Shapes check_qkvo(const TensorView& q, const TensorView& k, const TensorView& v,
+                  const TensorView& out, const Varlen* varlen) {
+  const bool packed = varlen != nullptr;
+  const int nd = packed ? 3 : 4;
+  const char* lq = packed ? "[total_q, Hq, Dqk]" : "[B, Sq, Hq, Dqk]";
+  const char* lk = packed ? "[total_k, Hkv, Dqk]" : "[B, Sk, Hkv, Dqk]";
+  const char* lv = packed ? "[total_k, Hkv, Dv]" : "[B, Sk, Hkv, Dv]";
+  const char* lo = packed ? "[total_q, Hq, Dv]" : "[B, Sq, Hq, Dv]";
+  check_tensor("q", q, nd, lq);
+  check_tensor("k", k, nd, lk);
+  check_tensor("v", v, nd, lv);
+  check_tensor("out", out, nd, lo);
+  check_float_dtype("q", q);
+  check_same_dtype("k", k, q.dtype);
+  check_same_dtype("v", v, q.dtype);
+  check_same_dtype("out", out, q.dtype);
+  check_same_device("k", k, q.device);
+  check_same_device("v", v, q.device);
+  check_same_device("out", out, q.device);
+
+  const int o = packed ? 0 : 1;  // first of (S, H, D)
+  Shapes s{};
+  s.hq = q.shape[o + 1];
+  s.dqk = q.shape[o + 2];
+  s.sk = k.shape[o];
+  s.hkv = k.shape[o + 1];
+  s.dv = v.shape[o + 2];
+  if (!packed) {
+    s.batch = q.shape[0];
+    s.sq = q.shape[1];
+    check_dim("k", k, 0, s.batch, "B", lk);
+    check_dim("v", v, 0, s.batch, "B", lv);
+    check_dim("out", out, 0, s.batch, "B", lo);
+  }
+  check_dim("k", k, o + 2, s.dqk, "Dqk, the head dim of q", lk);
+  check_dim("v", v, o, s.sk, packed ? "total_k" : "Sk", lv);
+  check_dim("v", v, o + 1, s.hkv, "Hkv", lv);
+  check_dim("out", out, o, q.shape[o], packed ? "total_q" : "Sq", lo);
+  check_dim("out", out, o + 1, s.hq, "Hq", lo);
+  check_dim("out", out, o + 2, s.dv, "Dv, the head dim of v", lo);
+  if (s.hq < 1) fail(ErrorKind::value, "q", "needs at least one head, got shape " + shape_str(q));
+  if (s.hkv < 1) fail(ErrorKind::value, "k", "needs at least one head, got shape " + shape_str(k));
+  if (s.hq % s.hkv != 0)
+    fail(ErrorKind::value, "k",
+         "the number of query heads (" + std::to_string(s.hq) +
+             ") must be a multiple of the number of key/value heads (" + std::to_string(s.hkv) + ")");
+  if (s.dqk < 1) fail(ErrorKind::value, "q", "head dim must be positive, got shape " + shape_str(q));
+  if (s.dv < 1) fail(ErrorKind::value, "v", "head dim must be positive, got shape " + shape_str(v));
+  check_non_overlapping("out", out);
+
+  if (packed) {
+    const TensorView& cq = varlen->cu_seqlens_q;
+    const TensorView& ck = varlen->cu_seqlens_k;
+    check_tensor("cu_seqlens_q", cq, 1, "[B+1]");
+    check_tensor("cu_seqlens_k", ck, 1, "[B+1]");
+    if (cq.dtype != DType::i32)
+      fail(ErrorKind::type, "cu_seqlens_q", std::string("dtype must be int32, got ") + to_string(cq.dtype));
+    if (ck.dtype != DType::i32)
+      fail(ErrorKind::type, "cu_seqlens_k", std::string("dtype must be int32, got ") + to_string(ck.dtype));
+    check_same_device("cu_seqlens_q", cq, q.device);
+    check_same_device("cu_seqlens_k", ck, q.device);
+    if (cq.shape[0] < 1)
+      fail(ErrorKind::value, "cu_seqlens_q", "needs at least one entry (B+1 with B >= 0)");
+    if (ck.shape[0] != cq.shape[0])
+      fail(ErrorKind::value, "cu_seqlens_k",
+           "must have as many entries as cu_seqlens_q (" + std::to_string(cq.shape[0]) + "), got " +
+               std::to_string(ck.shape[0]));
+    if (varlen->max_seqlen_q < 0)
+      fail(ErrorKind::value, "max_seqlen_q", "must be >= 0, got " + std::to_string(varlen->max_seqlen_q));
+    if (varlen->max_seqlen_k < 0)
+      fail(ErrorKind::value, "max_seqlen_k", "must be >= 0, got " + std::to_string(varlen->max_seqlen_k));
+    s.batch = cq.shape[0] - 1;
+    s.sq = varlen->max_seqlen_q;
+    s.sk = varlen->max_seqlen_k;
+    if (q.device.type == DeviceType::cpu) {
+      check_cu_seqlens_values("cu_seqlens_q", cq, q.shape[0], s.sq, "max_seqlen_q");
+      check_cu_seqlens_values("cu_seqlens_k", ck, k.shape[0], s.sk, "max_seqlen_k");
+    }
+  }
+  return s;
+}
+
+void check_lse(const char* name, const TensorView& lse, const Shapes& s, const TensorView& q,
+               bool packed) {
+  if (packed) {
+    check_tensor(name, lse, 2, "[Hq, total_q]");
+    check_dim(name, lse, 0, s.hq, "Hq", "[Hq, total_q]");
+    check_dim(name, lse, 1, q.shape[0], "total_q", "[Hq, total_q]");
+  } else {
+    check_tensor(name, lse, 3, "[B, Hq, Sq]");
+    check_dim(name, lse, 0, s.batch, "B", "[B, Hq, Sq]");
+    check_dim(name, lse, 1, s.hq, "Hq", "[B, Hq, Sq]");
+    check_dim(name, lse, 2, s.sq, "Sq", "[B, Hq, Sq]");
+  }
+  if (lse.dtype != DType::f32)
+    fail(ErrorKind::type, name, std::string("dtype must be float32, got ") + to_string(lse.dtype));
+  check_same_device(name, lse, q.device);
+}
+
+void fill_options(FwdParams& p, const Options& opt, const Shapes& s, const TensorView& q) {
+  if (opt.softmax_scale) {
+    if (!std::isfinite(*opt.softmax_scale))
+      fail(ErrorKind::value, "softmax_scale",
+           "must be a finite number, got " + std::to_string(*opt.softmax_scale));
+    p.softmax_scale = *opt.softmax_scale;
+  } else {
+    p.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.dqk)));
+  }
+  if (!std::isfinite(opt.softcap) || opt.softcap < 0.f)
+    fail(ErrorKind::value, "softcap", "must be finite and >= 0 (0 turns it off), got " +
+                                          std::to_string(opt.softcap));
+  p.softcap = opt.softcap;
+  if (opt.window.left < -1 || opt.window.right < -1)
+    fail(ErrorKind::value, "window",
+         "sides must be >= 0, or -1 for unbounded, got (" + std::to_string(opt.window.left) + ", " +
+             std::to_string(opt.window.right) + ")");
+  p.causal = opt.causal;
+  p.window_left = opt.window.left;
+  p.window_right = opt.window.right;
+  if (opt.causal) p.window_right = p.window_right < 0 ? 0 : std::min<int64_t>(p.window_right, 0);
+  if (!(opt.dropout_p >= 0.f && opt.dropout_p < 1.f))
+    fail(ErrorKind::value, "dropout_p", "must be in [0, 1), got " + std::to_string(opt.dropout_p));
+  p.dropout_p = opt.dropout_p;
+  p.seed = opt.seed;
+  p.offset = opt.offset;
+  if (opt.alibi_slopes) {
+    const TensorView& a = *opt.alibi_slopes;
+    if (a.ndim == 1) {
+      check_tensor("alibi_slopes", a, 1, "[Hq]");
+      check_dim("alibi_slopes", a, 0, s.hq, "Hq", "[Hq]");
+      p.alibi_batch_stride = 0;
+    } else {
+      check_tensor("alibi_slopes", a, 2, "[B, Hq] or [Hq]");
+      check_dim("alibi_slopes", a, 0, s.batch, "B", "[B, Hq]");
+      check_dim("alibi_slopes", a, 1, s.hq, "Hq", "[B, Hq]");
+      p.alibi_batch_stride = a.stride[0];
+    }
+    if (a.dtype != DType::f32)
+      fail(ErrorKind::type, "alibi_slopes", std::string("dtype must be float32, got ") + to_string(a.dtype));
+    check_same_device("alibi_slopes", a, q.device);
+    p.alibi_slopes = static_cast<const float*>(a.data);
+  }
+  if (opt.num_threads < 0)
+    fail(ErrorKind::value, "num_threads", "must be >= 0 (0: default), got " + std::to_string(opt.num_threads));
+  p.deterministic = opt.deterministic;
+  p.stream = opt.stream;
+  p.num_threads = opt.num_threads;
+  p.backend = resolve_backend(opt.backend, q.device);
+  if ((p.backend == Backend::cpu || p.backend == Backend::reference) &&
+      q.device.type != DeviceType::cpu)
+    fail(ErrorKind::value, "backend",
+         std::string("'") + to_string(p.backend) + "' runs on host memory, but q is on " +
+             device_str(q.device));
+  if (p.backend == Backend::cuda && q.device.type != DeviceType::cuda)
+    fail(ErrorKind::value, "backend", "'cuda' needs tensors in CUDA device memory, but q is on the host");
+}
+
+// Strides of a [B, S, H, D] or [total, H, D] tensor as (batch, row, head).
+void strides_of(const TensorView& t, bool packed, int64_t& b, int64_t& r, int64_t& h) {
+  if (packed) {
+    b = 0;
+    r = t.stride[0];
+    h = t.stride[1];
+  } else {
+    b = t.stride[0];
+    r = t.stride[1];
+    h = t.stride[2];
+  }
+}
+
+FwdParams fill_common(const TensorView& q, const TensorView& k, const TensorView& v,
+                      const TensorView& out, const Varlen* varlen, const Options& options,
+                      Shapes& s) {
+  s = check_qkvo(q, k, v, out, varlen);
+  const bool packed = varlen != nullptr;
+  FwdParams p;
+  p.q = q.data;
+  p.k = k.data;
+  p.v = v.data;
+  p.out = out.data;
+  p.dtype = q.dtype;
+  p.device = q.device;
+  p.batch = s.batch;
+  p.seqlen_q = s.sq;
+  p.seqlen_k = s.sk;
+  p.heads_q = s.hq;
+  p.heads_kv = s.hkv;
+  p.head_dim_qk = s.dqk;
+  p.head_dim_v = s.dv;
+  strides_of(q, packed, p.q_batch_stride, p.q_row_stride, p.q_head_stride);
+  strides_of(k, packed, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
+  strides_of(v, packed, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
+  strides_of(out, packed, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
+  if (packed) {
+    p.cu_seqlens_q = static_cast<const int32_t*>(varlen->cu_seqlens_q.data);
+    p.cu_seqlens_k = static_cast<const int32_t*>(varlen->cu_seqlens_k.data);
+    p.total_q = q.shape[0];
+    p.total_k = k.shape[0];
+    if (varlen->cu_seqlens_q.shape[0] > 1 && (varlen->cu_seqlens_q.stride[0] != 1 ||
+                                              varlen->cu_seqlens_k.stride[0] != 1))
+      fail(ErrorKind::value, varlen->cu_seqlens_q.stride[0] != 1 ? "cu_seqlens_q" : "cu_seqlens_k",
+           "must be contiguous");
+  }
+  fill_options(p, options, s, q);
+  return p;
+}
+
+void set_lse(FwdParams& p, const TensorView& lse, bool packed) {
+  p.lse = static_cast<float*>(lse.data);
+  if (packed) {
+    p.lse_batch_stride = 0;
+    p.lse_head_stride = lse.stride[0];
+  } else {
+    p.lse_batch_stride = lse.stride[0];
+    p.lse_head_stride = lse.stride[1];
+  }
+}
+
+}  // namespace
+
+FwdParams make_fwd_params(const TensorView& q, const TensorView& k, const TensorView& v,
+                          const TensorView& out, const TensorView* lse, const Varlen* varlen,
+                          const Options& options) {
+  Shapes s;
+  FwdParams p = fill_common(q, k, v, out, varlen, options, s);
+  if (lse != nullptr && lse->defined()) {
+    check_lse("lse", *lse, s, q, varlen != nullptr);
+    check_non_overlapping("lse", *lse);
+    set_lse(p, *lse, varlen != nullptr);
+  }
+  return p;
+}
+
+BwdParams make_bwd_params(const TensorView& dout, const TensorView& q, const TensorView& k,
+                          const TensorView& v, const TensorView& out, const TensorView& lse,
+                          const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                          const Varlen* varlen, const Options& options) {
+  Shapes s;
+  BwdParams p;
+  static_cast<FwdParams&>(p) = fill_common(q, k, v, out, varlen, options, s);
+  const bool packed = varlen != nullptr;
+  check_lse("lse", lse, s, q, packed);
+  set_lse(p, lse, packed);
+
+  const int nd = packed ? 3 : 4;
+  struct Like {
+    const char* name;
+    const TensorView& t;
+    const TensorView& like;
+    const char* like_name;
+    bool output;
+  };
+  const Like likes[] = {{"dout", dout, out, "out", false},
+                        {"dq", dq, q, "q", true},
+                        {"dk", dk, k, "k", true},
+                        {"dv", dv, v, "v", true}};
+  for (const Like& l : likes) {
+    check_tensor(l.name, l.t, nd, "like its forward tensor");
+    for (int d = 0; d < nd; ++d)
+      if (l.t.shape[d] != l.like.shape[d])
+        fail(ErrorKind::value, l.name,
+             "must have the shape of " + std::string(l.like_name) + " " + shape_str(l.like) +
+                 ", got " + shape_str(l.t));
+    check_same_dtype(l.name, l.t, q.dtype);
+    check_same_device(l.name, l.t, q.device);
+    if (l.output) check_non_overlapping(l.name, l.t);
+  }
+  p.dout = dout.data;
+  p.dq = dq.data;
+  p.dk = dk.data;
+  p.dv = dv.data;
+  strides_of(dout, packed, p.do_batch_stride, p.do_row_stride, p.do_head_stride);
+  strides_of(dq, packed, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride);
+  strides_of(dk, packed, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride);
+  strides_of(dv, packed, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride);
+  return p;
+}
+
+}  // namespace flashattn::detail

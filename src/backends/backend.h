@@ -1,0 +1,24 @@
+// The backends behind dispatch. Each takes a validated parameter block; `check_*`
+// refuses what the backend cannot run (before any work), `*_forward/backward` run.
+#pragma once
+
+#include "flashattn/params.h"
+
+namespace flashattn::detail {
+
+// Float64 oracle: materialises the score matrix of one (batch, head) at a time.
+void reference_forward(const FwdParams& p);
+void reference_backward(const BwdParams& p);
+
+// Tiled CPU flash backend (OpenMP).
+void cpu_forward(const FwdParams& p);
+void cpu_backward(const BwdParams& p);
+
+#if defined(FLASHATTN_WITH_CUDA)
+void cuda_check(const FwdParams& p, bool backward);
+void cuda_forward(const FwdParams& p);
+void cuda_backward(const BwdParams& p);
+int cuda_device_count();
+#endif
+
+}  // namespace flashattn::detail

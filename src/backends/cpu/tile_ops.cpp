@@ -1,0 +1,146 @@
+#include "backends/cpu/tile_ops.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+// One clone per x86-64 level; the loader picks the best the CPU has.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define FA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define FA_CLONES
+#endif
+
+namespace flashattn::detail::cpu {
+namespace {
+
+// Register block of the products: MB rows x NB columns of C stay in registers
+// (8 zmm with AVX-512) while K streams.
+constexpr int kMB = 4;
+constexpr int kNB = 32;
+// Independent lanes for reductions, so they vectorise without reassociation flags.
+constexpr int kLanes = 16;
+
+template <bool kTransA>
+inline float a_at(const float* A, int64_t lda, int64_t m, int64_t k) {
+  return kTransA ? A[k * lda + m] : A[m * lda + k];
+}
+
+template <bool kTransA>
+inline void gemm_impl(int64_t M, int64_t N, int64_t K, const float* __restrict A, int64_t lda,
+                      const float* __restrict B, int64_t ldb, float* __restrict C, int64_t ldc,
+                      bool accumulate) {
+  for (int64_t n0 = 0; n0 < N; n0 += kNB) {
+    const int64_t nb = std::min<int64_t>(kNB, N - n0);
+    int64_t m0 = 0;
+    if (nb == kNB) {
+      for (; m0 + kMB <= M; m0 += kMB) {
+        float c[kMB][kNB];
+        for (int r = 0; r < kMB; ++r)
+          for (int n = 0; n < kNB; ++n) c[r][n] = accumulate ? C[(m0 + r) * ldc + n0 + n] : 0.f;
+        for (int64_t k = 0; k < K; ++k) {
+          const float* b = B + k * ldb + n0;
+          for (int r = 0; r < kMB; ++r) {
+            const float a = a_at<kTransA>(A, lda, m0 + r, k);
+            for (int n = 0; n < kNB; ++n) c[r][n] += a * b[n];
+          }
+        }
+        for (int r = 0; r < kMB; ++r)
+          for (int n = 0; n < kNB; ++n) C[(m0 + r) * ldc + n0 + n] = c[r][n];
+      }
+    }
+    for (; m0 < M; ++m0) {  // leftover rows, or a narrow last column block
+      float* c = C + m0 * ldc + n0;
+      if (!accumulate) std::fill(c, c + nb, 0.f);
+      for (int64_t k = 0; k < K; ++k) {
+        const float a = a_at<kTransA>(A, lda, m0, k);
+        const float* b = B + k * ldb + n0;
+        for (int64_t n = 0; n < nb; ++n) c[n] += a * b[n];
+      }
+    }
+  }
+}
+
+// exp(x) to about 1 ulp for x <= 88 (every caller passes x - max <= 0),
+// branch-free so loops over it vectorise (Cephes-style range reduction and
+// polynomial). Inputs below -87.3 (and -inf) give 0; NaN stays NaN.
+inline float exp_approx(float x) {
+  float xc = x < -87.3f ? -87.3f : (x > 88.f ? 88.f : x);
+  xc = xc == xc ? xc : 0.f;  // NaN: keep the integer path defined, y carries the NaN
+  const float fn = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round(x / ln 2)
+  const float r = (xc - fn * 0.693359375f) - fn * -2.12194440e-4f;
+  float y = 1.9875691500e-4f;
+  y = y * r + 1.3981999507e-3f;
+  y = y * r + 8.3334519073e-3f;
+  y = y * r + 4.1665795894e-2f;
+  y = y * r + 1.6666665459e-1f;
+  y = y * r + 5.0000001201e-1f;
+  y = y * r * r + r + 1.f;
+  const int32_t bits = (static_cast<int32_t>(fn) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  const float e = x == x ? y * scale : x;
+  return x < -87.3f ? 0.f : e;
+}
+
+}  // namespace
+
+FA_CLONES void gemm_nn(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                       const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate) {
+  gemm_impl<false>(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+}
+
+FA_CLONES void gemm_tn(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                       const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate) {
+  gemm_impl<true>(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+}
+
+FA_CLONES float row_max(const float* x, int64_t n) {
+  float lane[kLanes];
+  std::fill(lane, lane + kLanes, -std::numeric_limits<float>::infinity());
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) lane[l] = x[j + l] > lane[l] ? x[j + l] : lane[l];
+  float m = -std::numeric_limits<float>::infinity();
+  for (int l = 0; l < kLanes; ++l) m = lane[l] > m ? lane[l] : m;
+  for (; j < n; ++j) m = x[j] > m ? x[j] : m;
+  return m;
+}
+
+FA_CLONES float exp_sub_sum(float* x, int64_t n, float m) {
+  float lane[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      x[j + l] = exp_approx(x[j + l] - m);
+      lane[l] += x[j + l];
+    }
+  float s = 0.f;
+  for (; j < n; ++j) {
+    x[j] = exp_approx(x[j] - m);
+    s += x[j];
+  }
+  for (int l = 0; l < kLanes; ++l) s += lane[l];
+  return s;
+}
+
+FA_CLONES void scale_row(float* x, int64_t n, float a) {
+  for (int64_t j = 0; j < n; ++j) x[j] *= a;
+}
+
+FA_CLONES void softmax_grad_row(const float* p, float* dp, int64_t n, float d, float scale) {
+  for (int64_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - d) * scale;
+}
+
+FA_CLONES float dot(const float* x, const float* y, int64_t n) {
+  float lane[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) lane[l] += x[j + l] * y[j + l];
+  float s = 0.f;
+  for (; j < n; ++j) s += x[j] * y[j];
+  for (int l = 0; l < kLanes; ++l) s += lane[l];
+  return s;
+}
+
+}  // namespace flashattn::detail::cpu
