@@ -1,5 +1,5 @@
 // Basic vocabulary of the public API: element types, devices, backends and a
-// framework-free tensor view. Nothing here allocates.
+// framework-free tensor view. Nothing here allocates. Public headers are C++17.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +25,10 @@ enum class DeviceType : uint8_t { cpu, cuda };
 struct Device {
   DeviceType type = DeviceType::cpu;
   int index = 0;  // CUDA ordinal; ignored for the CPU
-  friend bool operator==(const Device&, const Device&) = default;
+  friend bool operator==(const Device& a, const Device& b) {
+    return a.type == b.type && a.index == b.index;
+  }
+  friend bool operator!=(const Device& a, const Device& b) { return !(a == b); }
 };
 
 // Which implementation runs a call. `automatic` picks CUDA for CUDA tensors and

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what building and testing flashattn needs on a fresh Debian/Ubuntu
+# machine: compilers and CMake, GoogleTest, CLI11, fmt, nlohmann-json, ccache,
+# and NumPy/pytest for the CLI checks. Cheap when everything is already there.
+set -euo pipefail
+
+packages=(g++ cmake ninja-build ccache libgtest-dev libgmock-dev libbenchmark-dev
+          libcli11-dev libfmt-dev nlohmann-json3-dev python3 python3-pip)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+# python3/pip may come from elsewhere (pyenv): only ask apt when absent.
+if command -v python3 >/dev/null 2>&1; then
+  missing=("${missing[@]/python3}")
+  missing=("${missing[@]/python3-pip}")
+fi
+missing=($(printf '%s\n' "${missing[@]}" | grep -v '^$' || true))
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  echo "setup: installing ${missing[*]}"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ! python3 -c "import numpy, pytest" >/dev/null 2>&1; then
+  echo "setup: installing numpy and pytest"
+  python3 -m pip install --quiet "numpy>=1.24" "pytest>=7" 2>/dev/null ||
+    python3 -m pip install --quiet --break-system-packages "numpy>=1.24" "pytest>=7"
+fi
