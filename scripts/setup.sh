@@ -5,17 +5,13 @@
 set -euo pipefail
 
 packages=(g++ cmake ninja-build ccache libgtest-dev libgmock-dev libbenchmark-dev
-          libcli11-dev libfmt-dev nlohmann-json3-dev python3 python3-pip)
+          libcli11-dev libfmt-dev nlohmann-json3-dev)
+# python3 may come from elsewhere (pyenv): only ask apt for it when absent.
+command -v python3 >/dev/null 2>&1 || packages+=(python3 python3-pip)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
-# python3/pip may come from elsewhere (pyenv): only ask apt when absent.
-if command -v python3 >/dev/null 2>&1; then
-  missing=("${missing[@]/python3}")
-  missing=("${missing[@]/python3-pip}")
-fi
-missing=($(printf '%s\n' "${missing[@]}" | grep -v '^$' || true))
 if [ ${#missing[@]} -gt 0 ]; then
   sudo_cmd=""
   [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
