@@ -53,12 +53,14 @@ Backend resolve_backend(Backend requested, Device device) {
 
 namespace {
 
+#if !defined(FLASHATTN_WITH_CUDA)
 [[noreturn]] void no_cuda() {
   throw Error(ErrorKind::unsupported, "backend",
               cuda_available() ? "the CUDA backend failed to start"
                                : "the CUDA backend is not available: this build has no CUDA "
                                  "support or no CUDA device is visible");
 }
+#endif
 
 // Backend-specific refusals, before any work.
 void check_backend(const FwdParams& p, bool backward) {
@@ -76,7 +78,7 @@ void check_backend(const FwdParams& p, bool backward) {
 
 void run_forward(const FwdParams& p) {
   check_backend(p, false);
-  if (p.batch == 0 || p.heads_q == 0) return;
+  if (p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0) return;  // nothing to compute
   switch (p.backend) {
     case Backend::reference: return detail::reference_forward(p);
     case Backend::cpu: return detail::cpu_forward(p);
@@ -93,6 +95,8 @@ void run_forward(const FwdParams& p) {
 
 void run_backward(const BwdParams& p) {
   check_backend(p, true);
+  // With no query rows, dk and dv are zero; with no keys, dq is: the backends
+  // write those zeros, so only an empty batch returns here.
   if (p.batch == 0 || p.heads_q == 0) return;
   switch (p.backend) {
     case Backend::reference: return detail::reference_backward(p);

@@ -49,6 +49,7 @@ void check_tensor(const char* name, const TensorView& t, int ndim, const char* l
 
 // An output must not have two indices that share an element.
 void check_non_overlapping(const char* name, const TensorView& t) {
+  if (t.numel() == 0) return;  // nothing to write, nothing to share
   std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dims with size > 1
   for (int d = 0; d < t.ndim; ++d)
     if (t.shape[d] > 1) dims.emplace_back(t.stride[d], t.shape[d]);

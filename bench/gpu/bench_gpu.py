@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""flashattn on the GPU beside PyTorch's FlashAttention-2 and cuDNN, one process.
+
+The contract's grid: bf16, B*N = 16384, Hq*D = 2048, N in 512..16384, D in
+{64, 128, 256}, causal and not. Tensors are allocated as [B, H, N, D] (the
+layout scaled_dot_product_attention takes) and handed to flashattn through
+strides, without copies. Times are CUDA-event medians after warm-up; TFLOP/s use
+the contract's count (fwd 4*B*H*N^2*D, halved for causal; bwd 2.5x fwd).
+
+    python3 bench/gpu/bench_gpu.py --shim build/bench/gpu/libflashattn_bench_shim.so \
+        --json bench/results/x.json --png bench/results/x.png
+"""
+import argparse
+import ctypes
+import datetime
+import json
+import platform
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+
+class Flashattn:
+    """flashattn's forward through the C shim."""
+
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(path)
+        f = self.lib.fa_forward
+        i64p = ctypes.POINTER(ctypes.c_int64)
+        f.argtypes = ([ctypes.c_void_p, i64p, i64p] * 4 +
+                      [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int64,
+                       ctypes.c_int64, ctypes.c_float, ctypes.c_float, ctypes.c_uint64,
+                       ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int])
+        f.restype = ctypes.c_int
+        self.err = ctypes.create_string_buffer(1024)
+
+    @staticmethod
+    def _bshd(t):
+        """Shape and strides of a [B, H, N, D] tensor seen as [B, N, H, D]."""
+        b, h, n, d = t.shape
+        s = t.stride()
+        shape = (ctypes.c_int64 * 4)(b, n, h, d)
+        stride = (ctypes.c_int64 * 4)(s[0], s[2], s[1], s[3])
+        return shape, stride
+
+    def forward(self, q, k, v, out, lse=None, causal=False, window=(-1, -1), softcap=0.0):
+        args = []
+        for t in (q, k, v, out):
+            shape, stride = self._bshd(t)
+            args += [ctypes.c_void_p(t.data_ptr()), shape, stride]
+        dtype = 1 if q.dtype == torch.float16 else 2
+        stream = torch.cuda.current_stream().cuda_stream
+        rc = self.lib.fa_forward(*args, ctypes.c_void_p(lse.data_ptr() if lse is not None else 0),
+                                 dtype, q.device.index or 0, int(causal), window[0], window[1],
+                                 softcap, 0.0, 0, ctypes.c_void_p(stream), self.err, 1024)
+        if rc != 0:
+            raise RuntimeError(self.err.value.decode())
+
+
+def time_ms(fn, warmup, repeats):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shim", required=True)
+    ap.add_argument("--hdims", default="64,128,256")
+    ap.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384")
+    ap.add_argument("--causal", default="0,1")
+    ap.add_argument("--tokens", type=int, default=16384)
+    ap.add_argument("--model-dim", type=int, default=2048)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--no-bwd", action="store_true", help="skip the peers' backward")
+    ap.add_argument("--json")
+    ap.add_argument("--png")
+    args = ap.parse_args()
+
+    fa = Flashattn(args.shim)
+    dev = torch.device("cuda")
+    rows = []
+    print(f"{'D':>4} {'causal':>6} {'N':>6} | {'ours fwd':>9} {'flash fwd':>9} {'cudnn fwd':>9} | "
+          f"{'flash bwd':>9} {'cudnn bwd':>9} | {'vs cudnn':>8} {'max|diff|':>9}")
+    for d in [int(x) for x in args.hdims.split(",")]:
+        for causal in [bool(int(x)) for x in args.causal.split(",")]:
+            for n in [int(x) for x in args.seqlens.split(",")]:
+                b, h = max(1, args.tokens // n), args.model_dim // d
+                q, k, v = (torch.randn(b, h, n, d, device=dev, dtype=torch.bfloat16) for _ in range(3))
+                out = torch.empty_like(q)
+                lse = torch.empty(b, h, n, device=dev, dtype=torch.float32)
+                flops = 4 * b * h * n * n * d / (2 if causal else 1)
+                row = {"hdim": d, "causal": causal, "seqlen": n, "batch": b, "heads": h}
+
+                fa.forward(q, k, v, out, lse, causal=causal)
+                with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                    ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                row["max_abs_diff_vs_flash"] = (out.float() - ref.float()).abs().max().item()
+                row["ours_fwd_ms"] = time_ms(lambda: fa.forward(q, k, v, out, lse, causal=causal),
+                                             args.warmup, args.repeats)
+                for name, backend in (("flash", SDPBackend.FLASH_ATTENTION),
+                                      ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+                    with sdpa_kernel([backend]):
+                        row[f"{name}_fwd_ms"] = time_ms(
+                            lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                            args.warmup, args.repeats)
+                        if not args.no_bwd:
+                            qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+                            o = F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal)
+                            do = torch.randn_like(o)
+                            row[f"{name}_bwd_ms"] = time_ms(
+                                lambda: torch.autograd.grad(o, (qg, kg, vg), do, retain_graph=True),
+                                args.warmup, args.repeats)
+                for key in list(row):
+                    if key.endswith("_fwd_ms"):
+                        row[key.replace("_ms", "_tflops")] = flops / row[key] / 1e9
+                    elif key.endswith("_bwd_ms"):
+                        row[key.replace("_ms", "_tflops")] = 2.5 * flops / row[key] / 1e9
+                rows.append(row)
+                g = lambda key: row.get(key, float("nan"))
+                print(f"{d:>4} {int(causal):>6} {n:>6} | {g('ours_fwd_tflops'):9.1f} "
+                      f"{g('flash_fwd_tflops'):9.1f} {g('cudnn_fwd_tflops'):9.1f} | "
+                      f"{g('flash_bwd_tflops'):9.1f} {g('cudnn_bwd_tflops'):9.1f} | "
+                      f"{g('ours_fwd_tflops') / g('cudnn_fwd_tflops'):8.2f} "
+                      f"{row['max_abs_diff_vs_flash']:9.2e}", flush=True)
+                del q, k, v, out, lse
+                torch.cuda.empty_cache()
+
+    result = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "cudnn": torch.backends.cudnn.version(),
+        "host": platform.node(),
+        "command": " ".join(sys.argv),
+        "dtype": "bf16",
+        "units": "TFLOP/s by the contract's count; times are medians in ms",
+        "rows": rows,
+    }
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+    if args.png:
+        plot(rows, args.png, result["gpu"])
+
+
+def plot(rows, path, gpu):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    keys = sorted({(r["hdim"], r["causal"]) for r in rows})
+    fig, axes = plt.subplots(1, len(keys), figsize=(4 * len(keys), 3.6), squeeze=False)
+    for ax, (d, causal) in zip(axes[0], keys):
+        sel = [r for r in rows if r["hdim"] == d and r["causal"] == causal]
+        ns = [r["seqlen"] for r in sel]
+        for key, label in (("ours_fwd_tflops", "flashattn fwd"), ("flash_fwd_tflops", "FA2 fwd"),
+                           ("cudnn_fwd_tflops", "cuDNN fwd")):
+            ax.plot(ns, [r.get(key, float("nan")) for r in sel], marker="o", label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"D={d} {'causal' if causal else 'full'}")
+        ax.set_xlabel("N")
+        ax.set_ylabel("TFLOP/s")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"bf16 forward, {gpu}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+// A C ABI over flashattn::forward/backward for device tensors, so the GPU
+// benchmark can drive flashattn from Python (ctypes) in the same process as
+// PyTorch's kernels. Not a public interface: the Python package replaces it.
+#include <cstdio>
+#include <cstring>
+
+#include "flashattn/flashattn.h"
+
+namespace {
+
+flashattn::TensorView view4(const void* p, flashattn::DType t, const int64_t* shape,
+                            const int64_t* stride, int device) {
+  flashattn::TensorView v;
+  v.data = const_cast<void*>(p);
+  v.dtype = t;
+  v.device = {flashattn::DeviceType::cuda, device};
+  v.ndim = 4;
+  for (int i = 0; i < 4; ++i) {
+    v.shape[i] = shape[i];
+    v.stride[i] = stride[i];
+  }
+  return v;
+}
+
+}  // namespace
+
+extern "C" {
+
+// Tensors in flashattn's [B, S, H, D] order, any strides; dtype 1 = fp16, 2 = bf16.
+// lse (may be null) is a contiguous float32 [B, Hq, Sq]. Returns 0, or 2 with a
+// message in err.
+int fa_forward(const void* q, const int64_t* q_shape, const int64_t* q_stride, const void* k,
+               const int64_t* k_shape, const int64_t* k_stride, const void* v,
+               const int64_t* v_shape, const int64_t* v_stride, void* out,
+               const int64_t* o_shape, const int64_t* o_stride, float* lse, int dtype, int device,
+               int causal, int64_t window_left, int64_t window_right, float softcap,
+               float dropout_p, uint64_t seed, void* stream, char* err, int err_len) {
+  namespace fa = flashattn;
+  try {
+    const fa::DType t = dtype == 1 ? fa::DType::f16 : fa::DType::bf16;
+    fa::Options opt;
+    opt.causal = causal != 0;
+    opt.window = {window_left, window_right};
+    opt.softcap = softcap;
+    opt.dropout_p = dropout_p;
+    opt.seed = seed;
+    opt.stream = stream;
+    fa::TensorView lse_view;
+    if (lse) {
+      lse_view = fa::TensorView::contiguous(lse, fa::DType::f32, {q_shape[0], q_shape[2], q_shape[1]},
+                                            {fa::DeviceType::cuda, device});
+    }
+    fa::forward(view4(q, t, q_shape, q_stride, device), view4(k, t, k_shape, k_stride, device),
+                view4(v, t, v_shape, v_stride, device), view4(out, t, o_shape, o_stride, device),
+                lse ? &lse_view : nullptr, opt);
+    return 0;
+  } catch (const std::exception& e) {
+    std::snprintf(err, static_cast<size_t>(err_len), "%s", e.what());
+    return 2;
+  }
+}
+
+}  // extern "C"

@@ -1,0 +1,153 @@
+// The CUDA backend's host side: refuses what the kernels cannot run (before any
+// work), then launches on the caller's stream. No allocation and no host
+// synchronisation on this path, so calls can be captured in a CUDA graph.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "backends/backend.h"
+#include "flashattn/error.h"
+#include "kernels/common/kernel_params.h"
+#include "kernels/sm80/launch.h"
+
+namespace flashattn::detail {
+namespace {
+
+std::string cuda_message(cudaError_t e) { return std::string(cudaGetErrorString(e)); }
+
+// Restores the caller's current device when a call had to switch.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    if (cudaGetDevice(&previous_) == cudaSuccess && previous_ != device) {
+      if (cudaSetDevice(device) != cudaSuccess)
+        throw Error(ErrorKind::runtime, "q", "cannot use cuda:" + std::to_string(device));
+      switched_ = true;
+    }
+  }
+  ~DeviceGuard() {
+    if (switched_) cudaSetDevice(previous_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool switched_ = false;
+};
+
+void check_device_pointer(const char* name, const void* ptr, int device) {
+  if (ptr == nullptr) return;
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, ptr) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free error state of the query
+    throw Error(ErrorKind::value, name, "is not a pointer the CUDA runtime knows");
+  }
+  if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)
+    throw Error(ErrorKind::value, name,
+                "points to host memory, but the cuda backend needs device memory");
+  if (a.device != device)
+    throw Error(ErrorKind::value, name,
+                "is on cuda:" + std::to_string(a.device) + " but q is on cuda:" +
+                    std::to_string(device));
+}
+
+// 16-byte vector loads need 16-byte aligned rows.
+void check_alignment(const char* name, const void* ptr, int64_t elem, int64_t batch_stride,
+                     int64_t row_stride, int64_t head_stride) {
+  if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
+    throw Error(ErrorKind::value, name, "base pointer must be 16-byte aligned for the cuda backend");
+  const int64_t per16 = 16 / elem;
+  for (int64_t s : {batch_stride, row_stride, head_stride})
+    if (s % per16 != 0)
+      throw Error(ErrorKind::value, name,
+                  "strides must be multiples of " + std::to_string(per16) +
+                      " elements (16 bytes) for the cuda backend, got " + std::to_string(s));
+}
+
+void check_head_dim(const char* name, int64_t d) {
+  if (d % 8 != 0 || d > 256)
+    throw Error(ErrorKind::value, name,
+                "head dim must be a multiple of 8 and at most 256 on the cuda backend, got " +
+                    std::to_string(d));
+}
+
+}  // namespace
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+void cuda_check(const FwdParams& p, bool backward) {
+  const int n = cuda_device_count();
+  if (n == 0)
+    throw Error(ErrorKind::unsupported, "backend",
+                "'cuda' was asked for but no CUDA device is visible (driver missing or no GPU)");
+  const int device = p.device.index;
+  if (device < 0 || device >= n)
+    throw Error(ErrorKind::value, "q", "is on cuda:" + std::to_string(device) + " but only " +
+                                           std::to_string(n) + " CUDA devices are visible");
+  int major = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  if (major < 8)
+    throw Error(ErrorKind::unsupported, "backend",
+                "the cuda backend needs compute capability 8.0 or newer (A100, RTX 30xx, H100), "
+                "cuda:" + std::to_string(device) + " has " + std::to_string(major) + ".x");
+  if (backward)
+    throw Error(ErrorKind::unsupported, "backend",
+                "the cuda backend has no backward pass yet; run the backward with backend='cpu'");
+  if (p.dtype != DType::f16 && p.dtype != DType::bf16)
+    throw Error(ErrorKind::type, "q",
+                std::string("the cuda backend computes float16 and bfloat16, got ") +
+                    to_string(p.dtype));
+  check_head_dim("q", p.head_dim_qk);
+  check_head_dim("v", p.head_dim_v);
+  if (sm80::forward_head_dim(p) == 0)
+    throw Error(ErrorKind::unsupported, "q",
+                "no kernel for head dim " + std::to_string(std::max(p.head_dim_qk, p.head_dim_v)) +
+                    " and " + to_string(p.dtype) +
+                    " in this build (see FLASHATTN_CUDA_HEAD_DIMS / FLASHATTN_CUDA_DTYPES)");
+  if (p.batch > 65535) throw Error(ErrorKind::value, "q", "batch above 65535 is not supported on cuda");
+  if (p.heads_q > 65535) throw Error(ErrorKind::value, "q", "more than 65535 heads are not supported on cuda");
+  if (p.seqlen_q > (int64_t(1) << 30) || p.seqlen_k > (int64_t(1) << 30))
+    throw Error(ErrorKind::value, "q", "sequence lengths above 2^30 are not supported on cuda");
+
+  check_device_pointer("q", p.q, device);
+  check_device_pointer("k", p.k, device);
+  check_device_pointer("v", p.v, device);
+  check_device_pointer("out", p.out, device);
+  check_device_pointer("lse", p.lse, device);
+  check_device_pointer("cu_seqlens_q", p.cu_seqlens_q, device);
+  check_device_pointer("cu_seqlens_k", p.cu_seqlens_k, device);
+  check_device_pointer("alibi_slopes", p.alibi_slopes, device);
+  const int64_t e = dtype_size(p.dtype);
+  check_alignment("q", p.q, e, p.q_batch_stride, p.q_row_stride, p.q_head_stride);
+  check_alignment("k", p.k, e, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
+  check_alignment("v", p.v, e, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
+  check_alignment("out", p.out, e, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
+}
+
+void cuda_forward(const FwdParams& p) {
+  DeviceGuard guard(p.device.index);
+  FwdKernelParams kp;
+  static_cast<FwdParams&>(kp) = p;
+  if (p.dropout_p > 0.f) kp.rng = DropoutRng::make(p.seed, p.offset, p.dropout_p);
+  constexpr float kLog2e = 1.4426950408889634f;
+  kp.scale_log2 = needs_score_mods(p) ? kLog2e : p.softmax_scale * kLog2e;
+  const cudaError_t err = sm80::forward(kp, static_cast<cudaStream_t>(p.stream));
+  if (err != cudaSuccess)
+    throw Error(ErrorKind::runtime, "", "CUDA forward launch failed: " + cuda_message(err));
+}
+
+void cuda_backward(const BwdParams&) {
+  throw Error(ErrorKind::unsupported, "backend", "the cuda backend has no backward pass yet");
+}
+
+}  // namespace flashattn::detail

@@ -1,0 +1,27 @@
+// What a GPU kernel receives: the validated FwdParams plus values the host
+// derives once per call (the dropout stream, the softmax scale in log2 units).
+#pragma once
+
+#include "flashattn/params.h"
+#include "kernels/common/philox.h"
+
+namespace flashattn::detail {
+
+struct FwdKernelParams : FwdParams {
+  DropoutRng rng;
+  // exp(x) is computed as exp2(x * log2(e)); scores are pre-multiplied by this.
+  float scale_log2 = 0.f;
+};
+
+}  // namespace flashattn::detail
+
+namespace flashattn::detail {
+
+// Softcap, ALiBi, dropout or a non-positive scale need the general kernel path;
+// plain attention folds the scale into exp2 and skips per-score work.
+inline bool needs_score_mods(const FwdParams& p) {
+  return p.softcap > 0.f || p.alibi_slopes != nullptr || p.dropout_p > 0.f ||
+         !(p.softmax_scale > 0.f);
+}
+
+}  // namespace flashattn::detail

@@ -1,0 +1,37 @@
+// Host side of the sm80 forward: picks the kernel variant and launches it on the
+// caller's stream. No allocation and no synchronisation, so it can be captured
+// in a CUDA graph.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/sm80/fwd_kernel.cuh"
+#include "kernels/sm80/launch.h"
+
+namespace flashattn::sm80 {
+
+template <typename Traits, bool kMods>
+cudaError_t launch_fwd(const FwdKernelParams& p, cudaStream_t stream) {
+  auto kernel = fwd_kernel<Traits, kMods>;
+  constexpr int smem = Traits::kSmemBytes;
+  if constexpr (smem >= 48 * 1024) {
+    // Opt in to more than 48 KB of dynamic shared memory (once per kernel).
+    static const cudaError_t attr =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (attr != cudaSuccess) return attr;
+  }
+  const dim3 grid(static_cast<unsigned>((p.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM),
+                  static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
+  kernel<<<grid, Traits::kNThreads, smem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+// Score modifiers (softcap, ALiBi, dropout, a non-positive scale) take the
+// general variant; plain attention folds the scale into exp2.
+template <int kHeadDim, typename Element>
+cudaError_t run_fwd(const FwdKernelParams& p, cudaStream_t stream) {
+  using Traits = FwdTraits<kHeadDim, Element>;
+  return detail::needs_score_mods(p) ? launch_fwd<Traits, true>(p, stream) : launch_fwd<Traits, false>(p, stream);
+}
+
+}  // namespace flashattn::sm80

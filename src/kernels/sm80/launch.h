@@ -1,0 +1,26 @@
+// Entry points of the sm80 kernels, one explicit instantiation per generated
+// file (instantiations/), declared here so host code needs no CUDA headers.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/common/kernel_params.h"
+
+namespace flashattn::sm80 {
+
+using detail::FwdKernelParams;
+
+// Defined in instantiations/fwd_hdim{D}_{dtype}_sm80.cu.
+template <int kHeadDim, typename Element>
+cudaError_t run_fwd(const FwdKernelParams& p, cudaStream_t stream);
+
+// Head dims with an instantiated kernel; others run on the next larger one.
+constexpr int kHeadDims[] = {64, 96, 128, 192, 256};
+
+// The compiled head dim that runs p (its larger head dim rounded up), or 0 when
+// this build has none for it.
+int forward_head_dim(const FwdParams& p);
+// Dispatches on (head dim, dtype) to the instantiated kernels (dispatch.cpp).
+cudaError_t forward(const FwdKernelParams& p, cudaStream_t stream);
+
+}  // namespace flashattn::sm80

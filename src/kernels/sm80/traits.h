@@ -1,0 +1,77 @@
+// Tile shapes and CuTe building blocks of the sm80 forward kernel, per head dim.
+// The tile table is tile_config() below; everything else derives from it.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/numeric_types.h>
+
+namespace flashattn::sm80 {
+
+using namespace cute;
+
+// Query rows x keys per thread block, and warps, for each instantiated head dim.
+// Reasons (H200, bf16, to be re-measured as the kernel evolves):
+//   64:  128x128, 4 warps  - short rows: a wide key tile amortises the softmax.
+//   96:  128x64,  4 warps  - 48 KB smem, two blocks per SM.
+//   128: 128x64,  4 warps  - 64 KB smem; O (32x128 per warp) fits in registers.
+//   192: 128x64,  8 warps  - 16 rows per warp keeps O at 96 registers.
+//   256: 128x64,  8 warps  - 128 KB smem, one block per SM; O at 128 registers.
+struct TileConfig {
+  int block_m, block_n, warps;
+};
+constexpr TileConfig tile_config(int head_dim) {
+  return head_dim <= 64    ? TileConfig{128, 128, 4}
+         : head_dim <= 128 ? TileConfig{128, 64, 4}
+                           : TileConfig{128, 64, 8};
+}
+
+template <int kHeadDim_, typename Element_>
+struct FwdTraits {
+  using Element = Element_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = tile_config(kHeadDim).block_m;
+  static constexpr int kBlockN = tile_config(kHeadDim).block_n;
+  static constexpr int kNWarps = tile_config(kHeadDim).warps;
+  static constexpr int kNThreads = kNWarps * 32;
+
+  using MmaAtom = std::conditional_t<std::is_same_v<Element, cutlass::half_t>,
+                                     MMA_Atom<SM80_16x8x16_F32F16F16F32_TN>,
+                                     MMA_Atom<SM80_16x8x16_F32BF16BF16F32_TN>>;
+  // Warps split the query rows; each warp owns 16 x kNWarps-strided rows.
+  using TiledMma = TiledMMA<MmaAtom, Layout<Shape<Int<kNWarps>, _1, _1>>,
+                            Tile<Int<16 * kNWarps>, _16, _16>>;
+
+  // Shared memory rows of 64 (or 32) elements, XOR-swizzled so ldmatrix reads
+  // eight rows of one column without bank conflicts.
+  static constexpr int kBlockKSmem = kHeadDim % 64 == 0 ? 64 : 32;
+  static constexpr int kSwizzle = kBlockKSmem == 32 ? 2 : 3;
+  using SmemLayoutAtom = decltype(composition(
+      Swizzle<kSwizzle, 3, 3>{}, Layout<Shape<_8, Int<kBlockKSmem>>, Stride<Int<kBlockKSmem>, _1>>{}));
+  using SmemLayoutQ = decltype(tile_to_shape(SmemLayoutAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  using SmemLayoutKV = decltype(tile_to_shape(SmemLayoutAtom{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+  // V seen as (head dim, keys) for the P V product, read with ldmatrix.trans.
+  using SmemLayoutVt = decltype(composition(
+      SmemLayoutKV{}, make_layout(Shape<Int<kHeadDim>, Int<kBlockN>>{}, GenRowMajor{})));
+  using SmemLayoutVtNoSwizzle = decltype(get_nonswizzle_portion(SmemLayoutVt{}));
+  using SmemLayoutO = SmemLayoutQ;
+
+  using SmemCopyAtom = Copy_Atom<SM75_U32x4_LDSM_N, Element>;
+  using SmemCopyAtomTransposed = Copy_Atom<SM75_U16x8_LDSM_T, Element>;
+  using SmemCopyAtomO = Copy_Atom<AutoVectorizingCopyWithAssumedAlignment<128>, Element>;
+
+  // Global memory: 16-byte accesses, kGmemThreadsPerRow threads per smem row.
+  static constexpr int kGmemElemsPerLoad = 16 / sizeof(Element);
+  static constexpr int kGmemThreadsPerRow = kBlockKSmem / kGmemElemsPerLoad;
+  using GmemLayoutAtom = Layout<Shape<Int<kNThreads / kGmemThreadsPerRow>, Int<kGmemThreadsPerRow>>,
+                                Stride<Int<kGmemThreadsPerRow>, _1>>;
+  using GmemTiledCopyQKV = decltype(make_tiled_copy(
+      Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>, Element>{}, GmemLayoutAtom{},
+      Layout<Shape<_1, Int<kGmemElemsPerLoad>>>{}));
+  using GmemTiledCopyO = decltype(make_tiled_copy(
+      Copy_Atom<UniversalCopy<cute::uint128_t>, Element>{}, GmemLayoutAtom{},
+      Layout<Shape<_1, Int<kGmemElemsPerLoad>>>{}));
+
+  static constexpr int kSmemBytes = (kBlockM + 2 * kBlockN) * kHeadDim * sizeof(Element);
+};
+
+}  // namespace flashattn::sm80
