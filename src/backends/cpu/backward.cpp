@@ -144,13 +144,18 @@ struct Backward {
         load_tile<Elem>(qv, sl, true, b, h, r0, nr, dqk, w.q.data(), dqk);
         load_tile<Elem>(dov, sl, true, b, h, r0, nr, dv, w.dout.data(), dv);
         load_row_stats(p, dvec, sl, b, h, r0, nr, w);
+        const bool q_finite = all_finite(w.q.data(), nr * dqk);
+        const bool dout_finite = all_finite(w.dout.data(), nr * dv);
         gemm_nn(nr, nc, dqk, w.q.data(), dqk, w.kt.data(), kBlockK, w.s.data(), kBlockK, false);
         scale_tile(w.s.data(), nr, nc);
         gemm_nn(nr, nc, dv, w.dout.data(), dv, w.vt.data(), kBlockK, w.dp.data(), kBlockK, false);
         tile_grad(ctx, p.softmax_scale, r0, nr, c0, nc, w);
-        // dV += P^T dO, dK += dS^T Q (dS already carries the softmax scale).
-        gemm_tn(nc, dv, nr, w.s.data(), kBlockK, w.dout.data(), dv, dvv, dv, true);
-        gemm_tn(nc, dqk, nr, w.dp.data(), kBlockK, w.q.data(), dqk, dk, dqk, true);
+        // dV += P^T dO, dK += dS^T Q (dS already carries the softmax scale). Tiles
+        // with NaN/inf skip zero (masked) coefficients so it stays in its rows.
+        if (dout_finite) gemm_tn(nc, dv, nr, w.s.data(), kBlockK, w.dout.data(), dv, dvv, dv, true);
+        else gemm_tn_skip_zero(nc, dv, nr, w.s.data(), kBlockK, w.dout.data(), dv, dvv, dv);
+        if (q_finite) gemm_tn(nc, dqk, nr, w.dp.data(), kBlockK, w.q.data(), dqk, dk, dqk, true);
+        else gemm_tn_skip_zero(nc, dqk, nr, w.dp.data(), kBlockK, w.q.data(), dqk, dk, dqk);
       }
     }
     store_tile<Elem>(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, sl, false, b, hk,
@@ -181,7 +186,10 @@ struct Backward {
       gemm_nn(nr, nc, dqk, w.q.data(), dqk, w.kt.data(), kBlockK, w.s.data(), kBlockK, false);
       gemm_nn(nr, nc, dv, w.dout.data(), dv, w.vt.data(), kBlockK, w.dp.data(), kBlockK, false);
       tile_grad(ctx, p.softmax_scale, r0, nr, c0, nc, w);
-      gemm_nn(nr, dqk, nc, w.dp.data(), kBlockK, w.k.data(), dqk, dq, dqk, true);
+      if (all_finite(w.k.data(), nc * dqk))
+        gemm_nn(nr, dqk, nc, w.dp.data(), kBlockK, w.k.data(), dqk, dq, dqk, true);
+      else
+        gemm_nn_skip_zero(nr, dqk, nc, w.dp.data(), kBlockK, w.k.data(), dqk, dq, dqk);
     }
     store_tile<Elem>(p.dq, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride, sl, true, b, h, r0,
                      nr, dqk, dq, dqk);

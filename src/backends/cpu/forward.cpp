@@ -4,6 +4,7 @@
 // a few tiles per thread. Tiles entirely outside the mask are never visited.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "backends/backend.h"
@@ -54,7 +55,8 @@ void forward_tile(const FwdParams& p, const DropoutRng& rng, int64_t b, int64_t 
 
     for (int64_t r = 0; r < nr; ++r) {
       float* s = w.s.data() + r * kBlockK;
-      const float m_new = std::max(w.m[r], row_max(s, nc));
+      const float tile_max = row_max(s, nc);  // NaN when the row met a NaN score
+      const float m_new = (tile_max > w.m[r] || tile_max != tile_max) ? tile_max : w.m[r];
       if (m_new == kNegInf) {  // nothing visible in this row yet
         std::fill(s, s + nc, 0.f);
         continue;
@@ -67,16 +69,28 @@ void forward_tile(const FwdParams& p, const DropoutRng& rng, int64_t b, int64_t 
       // Dropout acts on the probabilities after the normaliser is taken.
       if (ctx.dropout) ctx.dropout_row(s, r0 + r, c0, nc);
     }
-    gemm_nn(nr, dv, nc, w.s.data(), kBlockK, w.v.data(), dv, w.o.data(), dv, true);
+    // A NaN/inf value row must reach only the rows that see it: such tiles skip
+    // the zero (masked) probabilities instead of multiplying them in.
+    if (all_finite(w.v.data(), nc * dv))
+      gemm_nn(nr, dv, nc, w.s.data(), kBlockK, w.v.data(), dv, w.o.data(), dv, true);
+    else
+      gemm_nn_skip_zero(nr, dv, nc, w.s.data(), kBlockK, w.v.data(), dv, w.o.data(), dv);
   }
 
   // Rows that saw no key: out 0, lse -inf (the identity of log-sum-exp merging).
+  // A row whose visible scores were all -inf (an inf input) is NaN, as exp(-inf - -inf).
   for (int64_t r = 0; r < nr; ++r) {
     float* o = w.o.data() + r * dv;
-    const bool empty = w.l[r] == 0.f;
-    if (empty) std::fill(o, o + dv, 0.f);
-    else scale_row(o, dv, 1.f / w.l[r]);
-    if (p.lse) p.lse[sl.lse_index(p, b, h, r0 + r)] = empty ? kNegInf : w.m[r] + std::log(w.l[r]);
+    float lse = w.m[r] + std::log(w.l[r]);
+    if (w.l[r] == 0.f) {
+      const bool sees_keys = ctx.mask.col_begin(r0 + r) < ctx.mask.col_end(r0 + r);
+      const float fill = sees_keys ? std::numeric_limits<float>::quiet_NaN() : 0.f;
+      std::fill(o, o + dv, fill);
+      lse = sees_keys ? fill : kNegInf;
+    } else {
+      scale_row(o, dv, 1.f / w.l[r]);
+    }
+    if (p.lse) p.lse[sl.lse_index(p, b, h, r0 + r)] = lse;
   }
   store_tile<Elem>(p.out, p.o_batch_stride, p.o_row_stride, p.o_head_stride, sl, true, b, h, r0, nr,
                    dv, w.o.data(), dv);

@@ -83,7 +83,33 @@ inline float exp_approx(float x) {
   return x < -87.3f ? 0.f : e;
 }
 
+// C += op(A) B skipping zero coefficients of A, so a NaN or inf row of B that
+// a zero (masked) coefficient meets never reaches C. The slow path, used only
+// for tiles that hold a non-finite value.
+template <bool kTransA>
+inline void gemm_skip_zero_impl(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                                const float* B, int64_t ldb, float* C, int64_t ldc) {
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < K; ++k) {
+      const float a = a_at<kTransA>(A, lda, m, k);
+      if (a == 0.f) continue;
+      const float* b = B + k * ldb;
+      float* c = C + m * ldc;
+      for (int64_t n = 0; n < N; ++n) c[n] += a * b[n];
+    }
+}
+
 }  // namespace
+
+void gemm_nn_skip_zero(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                       const float* B, int64_t ldb, float* C, int64_t ldc) {
+  gemm_skip_zero_impl<false>(M, N, K, A, lda, B, ldb, C, ldc);
+}
+
+void gemm_tn_skip_zero(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                       const float* B, int64_t ldb, float* C, int64_t ldc) {
+  gemm_skip_zero_impl<true>(M, N, K, A, lda, B, ldb, C, ldc);
+}
 
 FA_CLONES void gemm_nn(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
                        const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate) {
@@ -95,29 +121,47 @@ FA_CLONES void gemm_tn(int64_t M, int64_t N, int64_t K, const float* A, int64_t 
   gemm_impl<true>(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
 }
 
+// (a > b || a != a) keeps a NaN once seen: a row with a NaN score has a NaN max.
 FA_CLONES float row_max(const float* x, int64_t n) {
   float lane[kLanes];
   std::fill(lane, lane + kLanes, -std::numeric_limits<float>::infinity());
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) lane[l] = x[j + l] > lane[l] ? x[j + l] : lane[l];
+    for (int l = 0; l < kLanes; ++l) {
+      const float v = x[j + l];
+      lane[l] = (v > lane[l] || v != v) ? v : lane[l];
+    }
   float m = -std::numeric_limits<float>::infinity();
-  for (int l = 0; l < kLanes; ++l) m = lane[l] > m ? lane[l] : m;
-  for (; j < n; ++j) m = x[j] > m ? x[j] : m;
+  for (int l = 0; l < kLanes; ++l) m = (lane[l] > m || lane[l] != lane[l]) ? lane[l] : m;
+  for (; j < n; ++j) m = (x[j] > m || x[j] != x[j]) ? x[j] : m;
   return m;
+}
+
+FA_CLONES bool all_finite(const float* x, int64_t n) {
+  // x - x is 0 for finite x and NaN for inf or NaN; one sum tells.
+  float lane[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) lane[l] += x[j + l] - x[j + l];
+  float s = 0.f;
+  for (; j < n; ++j) s += x[j] - x[j];
+  for (int l = 0; l < kLanes; ++l) s += lane[l];
+  return s == 0.f;
 }
 
 FA_CLONES float exp_sub_sum(float* x, int64_t n, float m) {
   float lane[kLanes] = {};
   int64_t j = 0;
+  // A masked score (-inf) gives exactly 0, even when m is NaN.
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   for (; j + kLanes <= n; j += kLanes)
     for (int l = 0; l < kLanes; ++l) {
-      x[j + l] = exp_approx(x[j + l] - m);
+      x[j + l] = x[j + l] == kNegInf ? 0.f : exp_approx(x[j + l] - m);
       lane[l] += x[j + l];
     }
   float s = 0.f;
   for (; j < n; ++j) {
-    x[j] = exp_approx(x[j] - m);
+    x[j] = x[j] == kNegInf ? 0.f : exp_approx(x[j] - m);
     s += x[j];
   }
   for (int l = 0; l < kLanes; ++l) s += lane[l];
@@ -129,7 +173,8 @@ FA_CLONES void scale_row(float* x, int64_t n, float a) {
 }
 
 FA_CLONES void softmax_grad_row(const float* p, float* dp, int64_t n, float d, float scale) {
-  for (int64_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - d) * scale;
+  // Exactly 0 where p is 0 (masked keys), even when dP there is not finite.
+  for (int64_t j = 0; j < n; ++j) dp[j] = p[j] == 0.f ? 0.f : p[j] * (dp[j] - d) * scale;
 }
 
 FA_CLONES float dot(const float* x, const float* y, int64_t n) {

@@ -14,13 +14,24 @@ void gemm_nn(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const
 void gemm_tn(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
              int64_t ldb, float* C, int64_t ldc, bool accumulate);
 
-// max_j x[j], ignoring NaN (a NaN still reaches the row through exp).
+// Accumulating C += op(A) B that skips zero coefficients of A: the path for
+// tiles holding NaN or inf, so masked (zero) probabilities never meet them.
+void gemm_nn_skip_zero(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                       const float* B, int64_t ldb, float* C, int64_t ldc);
+void gemm_tn_skip_zero(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                       const float* B, int64_t ldb, float* C, int64_t ldc);
+
+// max_j x[j]; NaN if any x[j] is NaN (the row then comes out NaN).
 float row_max(const float* x, int64_t n);
-// x[j] = exp(x[j] - m); returns the sum. exp(-inf) is 0; NaN stays NaN.
+// True when no x[j] is NaN or inf.
+bool all_finite(const float* x, int64_t n);
+// x[j] = exp(x[j] - m); returns the sum. A masked x[j] = -inf gives 0 whatever
+// m is (also NaN); a NaN x[j] stays NaN.
 float exp_sub_sum(float* x, int64_t n, float m);
 // x[j] *= a
 void scale_row(float* x, int64_t n, float a);
-// dp[j] = p[j] * (dp[j] - d) * scale   (the softmax backward of one row)
+// dp[j] = p[j] * (dp[j] - d) * scale, and exactly 0 where p[j] is 0
+// (the softmax backward of one row)
 void softmax_grad_row(const float* p, float* dp, int64_t n, float d, float scale);
 // sum_j x[j] * y[j]
 float dot(const float* x, const float* y, int64_t n);

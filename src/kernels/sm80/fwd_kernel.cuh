@@ -21,17 +21,22 @@ using detail::FwdKernelParams;
 
 // Turns raw q.k accumulators of one tile into the exponent base of the softmax:
 // the contract's score modifiers and mask, applied in order. With kMods off the
-// scale is folded into exp2 later (scale_log2) and only the mask is applied.
-template <bool kMods, typename Scores, typename Coords>
+// scale is folded into exp2 later (scale_log2); with kMask off the tile is known
+// to be fully visible.
+template <bool kMods, bool kMask, typename Scores, typename Coords>
 __device__ __forceinline__ void apply_scores(Scores& s, const Coords& coord, const FwdKernelParams& p,
-                                             const detail::Mask& mask, float slope, int m0, int n0,
-                                             bool need_mask) {
+                                             int seqlen_q, int seqlen_k, float slope, int m0, int n0) {
   // Sequence lengths are below 2^30 (checked on the host): 32-bit indices suffice.
-  const int diag_offset = int(mask.seqlen_k - mask.seqlen_q);
+  const detail::Mask mask(seqlen_q, seqlen_k, p.window_left, p.window_right);
+  const int diag_offset = seqlen_k - seqlen_q;
   CUTE_UNROLL
   for (int mi = 0; mi < size<0>(s); ++mi) {
     const int i = m0 + get<0>(coord(mi, 0));
-    const int lo = int(mask.col_begin(i)), hi = int(mask.col_end(i));
+    int lo = 0, hi = 0;
+    if constexpr (kMask) {
+      lo = int(mask.col_begin(i));
+      hi = int(mask.col_end(i));
+    }
     CUTE_UNROLL
     for (int ni = 0; ni < size<1>(s); ++ni) {
       const int j = n0 + get<1>(coord(mi, ni));
@@ -41,7 +46,7 @@ __device__ __forceinline__ void apply_scores(Scores& s, const Coords& coord, con
         if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
         if (p.alibi_slopes) x -= slope * float(abs(i + diag_offset - j));
       }
-      if (need_mask && (j < lo || j >= hi)) x = -INFINITY;
+      if (kMask && (j < lo || j >= hi)) x = -INFINITY;
       s(mi, ni) = x;
     }
   }
@@ -52,6 +57,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     fwd_kernel(const __grid_constant__ FwdKernelParams p) {
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kHeadDim = Traits::kHeadDim;
+  using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
+  using TileKV = Shape<Int<kBlockN>, Int<kHeadDim>>;
   extern __shared__ __align__(128) char smem[];
   const int tidx = threadIdx.x;
   const bool reverse = p.window_right >= 0;  // causal-like: later query tiles are longer, start them first
@@ -59,30 +66,38 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   const int h = blockIdx.y, b = blockIdx.z;
 
   const detail::SeqLen sl(p, b);
-  const int64_t m0 = int64_t(m_block) * kBlockM;
-  if (m0 >= sl.seqlen_q) return;
   const int seqlen_q = int(sl.seqlen_q), seqlen_k = int(sl.seqlen_k);
-  const detail::Mask mask(sl.seqlen_q, sl.seqlen_k, p.window_left, p.window_right);
-  const int64_t m_last = min(m0 + kBlockM, sl.seqlen_q) - 1;
-  const int64_t c_begin = mask.col_begin(m0), c_end = mask.col_end(m_last);
-  const int n_block_min = int(c_begin / kBlockN);
-  const int n_block_max = c_end > c_begin ? int((c_end + kBlockN - 1) / kBlockN) : n_block_min;
+  const int m0 = m_block * kBlockM;
+  if (m0 >= seqlen_q) return;
+  int n_block_min, n_block_max;
+  {
+    const detail::Mask mask(seqlen_q, seqlen_k, p.window_left, p.window_right);
+    const int c_begin = int(mask.col_begin(m0));
+    const int c_end = int(mask.col_end(min(m0 + kBlockM, seqlen_q) - 1));
+    n_block_min = c_begin / kBlockN;
+    n_block_max = c_end > c_begin ? (c_end + kBlockN - 1) / kBlockN : n_block_min;
+  }
   const int hk = h / int(p.heads_q / p.heads_kv);
   const float slope = (kMods && p.alibi_slopes) ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.f;
 
-  // Global views of this (sequence, head).
-  const auto* q_base = static_cast<const Element*>(p.q) + sl.q_row(b, p.q_batch_stride, p.q_row_stride, p.q_head_stride, h, 0);
+  // Row strides fit in 32 bits (checked on the host); 64-bit math is done once
+  // per tile on the base pointer, so per-thread offsets stay 32-bit.
+  const int q_rs = int(p.q_row_stride), k_rs = int(p.k_row_stride), v_rs = int(p.v_row_stride),
+            o_rs = int(p.o_row_stride);
+  const auto* q_base = static_cast<const Element*>(p.q) + sl.q_row(b, p.q_batch_stride, p.q_row_stride, p.q_head_stride, h, m0);
   const auto* k_base = static_cast<const Element*>(p.k) + sl.k_row(b, p.k_batch_stride, p.k_row_stride, p.k_head_stride, hk, 0);
   const auto* v_base = static_cast<const Element*>(p.v) + sl.k_row(b, p.v_batch_stride, p.v_row_stride, p.v_head_stride, hk, 0);
-  auto* o_base = static_cast<Element*>(p.out) + sl.q_row(b, p.o_batch_stride, p.o_row_stride, p.o_head_stride, h, 0);
-  Tensor mQ = make_tensor(make_gmem_ptr(q_base), make_shape(seqlen_q, int(p.head_dim_qk)), make_stride(p.q_row_stride, _1{}));
-  Tensor mK = make_tensor(make_gmem_ptr(k_base), make_shape(seqlen_k, int(p.head_dim_qk)), make_stride(p.k_row_stride, _1{}));
-  Tensor mV = make_tensor(make_gmem_ptr(v_base), make_shape(seqlen_k, int(p.head_dim_v)), make_stride(p.v_row_stride, _1{}));
-  Tensor mO = make_tensor(make_gmem_ptr(o_base), make_shape(seqlen_q, int(p.head_dim_v)), make_stride(p.o_row_stride, _1{}));
-  Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(m_block, 0));
-  Tensor gK = local_tile(mK, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, 0));
-  Tensor gV = local_tile(mV, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, 0));
-  Tensor gO = local_tile(mO, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(m_block, 0));
+  auto* o_base = static_cast<Element*>(p.out) + sl.q_row(b, p.o_batch_stride, p.o_row_stride, p.o_head_stride, h, m0);
+  auto k_tile = [&](int n_block) {
+    return make_tensor(make_gmem_ptr(k_base + int64_t(n_block) * kBlockN * p.k_row_stride), TileKV{},
+                       make_stride(k_rs, _1{}));
+  };
+  auto v_tile = [&](int n_block) {
+    return make_tensor(make_gmem_ptr(v_base + int64_t(n_block) * kBlockN * p.v_row_stride), TileKV{},
+                       make_stride(v_rs, _1{}));
+  };
+  Tensor gQ = make_tensor(make_gmem_ptr(q_base), TileQ{}, make_stride(q_rs, _1{}));
+  Tensor gO = make_tensor(make_gmem_ptr(o_base), TileQ{}, make_stride(o_rs, _1{}));
 
   Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), typename Traits::SmemLayoutQ{});
   Tensor sK = make_tensor(sQ.data() + size(sQ), typename Traits::SmemLayoutKV{});
@@ -93,14 +108,11 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   // Global -> shared copies with row and head-dim predicates.
   typename Traits::GmemTiledCopyQKV gmem_copy;
   auto gmem_thr = gmem_copy.get_thread_slice(tidx);
-  Tensor tQgQ = gmem_thr.partition_S(gQ);
   Tensor tQsQ = gmem_thr.partition_D(sQ);
-  Tensor tKgK = gmem_thr.partition_S(gK);
   Tensor tKsK = gmem_thr.partition_D(sK);
-  Tensor tVgV = gmem_thr.partition_S(gV);
   Tensor tVsV = gmem_thr.partition_D(sV);
-  Tensor tQcQ = gmem_thr.partition_S(make_identity_tensor(make_shape(size<0>(sQ), size<1>(sQ))));
-  Tensor tKcK = gmem_thr.partition_S(make_identity_tensor(make_shape(size<0>(sK), size<1>(sK))));
+  Tensor tQcQ = gmem_thr.partition_S(make_identity_tensor(TileQ{}));
+  Tensor tKcK = gmem_thr.partition_S(make_identity_tensor(TileKV{}));
   Tensor qk_col_ok = make_tensor<bool>(make_shape(size<2>(tQsQ)));
   Tensor v_col_ok = make_tensor<bool>(make_shape(size<2>(tVsV)));
   CUTE_UNROLL
@@ -108,6 +120,14 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     qk_col_ok(k) = get<1>(tQcQ(0, 0, k)) < p.head_dim_qk;
     v_col_ok(k) = get<1>(tKcK(0, 0, k)) < p.head_dim_v;
   }
+  auto load_k = [&](int n_block) {
+    copy_tile(gmem_copy, gmem_thr.partition_S(k_tile(n_block)), tKsK, tKcK, qk_col_ok,
+              seqlen_k - n_block * kBlockN);
+  };
+  auto load_v = [&](int n_block) {
+    copy_tile(gmem_copy, gmem_thr.partition_S(v_tile(n_block)), tVsV, tKcK, v_col_ok,
+              seqlen_k - n_block * kBlockN);
+  };
 
   // Tensor-core partitions.
   typename Traits::TiledMma tiled_mma;
@@ -115,7 +135,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   Tensor tSrQ = thr_mma.partition_fragment_A(sQ);
   Tensor tSrK = thr_mma.partition_fragment_B(sK);
   Tensor tOrVt = thr_mma.partition_fragment_B(sVtNoSwizzle);
-  Tensor acc_o = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kHeadDim>>{});
+  Tensor acc_o = partition_fragment_C(tiled_mma, TileQ{});
   auto smem_copy_q = make_tiled_copy_A(typename Traits::SmemCopyAtom{}, tiled_mma);
   auto smem_thr_q = smem_copy_q.get_thread_slice(tidx);
   Tensor tSsQ = smem_thr_q.partition_S(sQ);
@@ -127,15 +147,12 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   Tensor tOsVt = smem_thr_v.partition_S(sVt);
 
   // (row, col) of every score this thread holds, in the (rows, cols) view.
-  Tensor cS = make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{});
-  Tensor tScS = thr_mma.partition_C(cS);
+  Tensor tScS = thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));
   Tensor coord = make_tensor(tScS.data(), acc_rowcol(tScS.layout()));
 
   // Prologue: Q and the last K tile (blocks walk the keys from the end).
-  copy_tile(gmem_copy, tQgQ, tQsQ, tQcQ, qk_col_ok, seqlen_q - int(m0));
-  if (n_block_max > n_block_min)
-    copy_tile(gmem_copy, tKgK(_, _, _, n_block_max - 1), tKsK, tKcK, qk_col_ok,
-              seqlen_k - (n_block_max - 1) * kBlockN);
+  copy_tile(gmem_copy, gmem_thr.partition_S(gQ), tQsQ, tQcQ, qk_col_ok, seqlen_q - m0);
+  if (n_block_max > n_block_min) load_k(n_block_max - 1);
   cute::cp_async_fence();
   clear(acc_o);
 
@@ -149,26 +166,31 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   const float scale_log2 = p.scale_log2;
   Tensor o_rc = make_tensor(acc_o.data(), acc_rowcol(acc_o.layout()));
 
+  // Tiles that cut the mask (or the sequence end) need per-score checks; the
+  // others, usually all but one or two per row block, skip them.
+  const detail::Mask block_mask(seqlen_q, seqlen_k, p.window_left, p.window_right);
+  const int m_end = min(m0 + kBlockM, seqlen_q);
   for (int n_block = n_block_max - 1; n_block >= n_block_min; --n_block) {
     Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockN>>{});
     clear(acc_s);
     cute::cp_async_wait<0>();
     __syncthreads();
-    copy_tile(gmem_copy, tVgV(_, _, _, n_block), tVsV, tKcK, v_col_ok, seqlen_k - n_block * kBlockN);
+    load_v(n_block);
     cute::cp_async_fence();
 
     gemm_ss(acc_s, tSrQ, tSrK, tSsQ, tSsK, tiled_mma, smem_copy_q, smem_copy_k, smem_thr_q, smem_thr_k);
 
     Tensor s = make_tensor(acc_s.data(), acc_rowcol(acc_s.layout()));
-    const int64_t n0 = int64_t(n_block) * kBlockN;
-    const bool need_mask = !mask.tile_full(m0, m_last + 1, n0, n0 + kBlockN);
-    if (kMods || need_mask) apply_scores<kMods>(s, coord, p, mask, slope, int(m0), int(n0), need_mask);
+    const int n0 = n_block * kBlockN;
+    if (!block_mask.tile_full(m0, m_end, n0, n0 + kBlockN))
+      apply_scores<kMods, true>(s, coord, p, seqlen_q, seqlen_k, slope, m0, n0);
+    else if constexpr (kMods)
+      apply_scores<kMods, false>(s, coord, p, seqlen_q, seqlen_k, slope, m0, n0);
 
     cute::cp_async_wait<0>();
     __syncthreads();
     if (n_block > n_block_min) {
-      copy_tile(gmem_copy, tKgK(_, _, _, n_block - 1), tKsK, tKcK, qk_col_ok,
-                seqlen_k - (n_block - 1) * kBlockN);
+      load_k(n_block - 1);
       cute::cp_async_fence();
     }
 
@@ -199,13 +221,16 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
       // Element pairs (2t, 2t+1) share one Philox call (4 words per key group).
       CUTE_UNROLL
       for (int mi = 0; mi < kRows; ++mi) {
-        const int64_t i = m0 + get<0>(coord(mi, 0));
+        const int i = m0 + get<0>(coord(mi, 0));
         CUTE_UNROLL
         for (int ni = 0; ni < size<1>(s); ni += 2) {
-          const int64_t j = n0 + get<1>(coord(mi, ni));
+          const int j = n0 + get<1>(coord(mi, ni));
           const detail::Philox4 w = p.rng.words(b, h, i, j >> 2);
-          s(mi, ni) = p.rng.keep_word(w.x[j & 3]) ? s(mi, ni) * p.rng.keep_scale : 0.f;
-          s(mi, ni + 1) = p.rng.keep_word(w.x[(j + 1) & 3]) ? s(mi, ni + 1) * p.rng.keep_scale : 0.f;
+          // j is even: its pair is words 0-1 or 2-3 (selected, not indexed, to stay in registers).
+          const bool high = (j & 2) != 0;
+          const uint32_t w0 = high ? w.x[2] : w.x[0], w1 = high ? w.x[3] : w.x[1];
+          s(mi, ni) = p.rng.keep_word(w0) ? s(mi, ni) * p.rng.keep_scale : 0.f;
+          s(mi, ni + 1) = p.rng.keep_word(w1) ? s(mi, ni + 1) * p.rng.keep_scale : 0.f;
         }
       }
     }
@@ -216,39 +241,40 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   }
 
   // Epilogue: normalise, LSE, and O through shared memory (reusing Q's space).
+  // A zero sum is a row that saw no key (out 0, lse -inf), or one whose visible
+  // scores were all -inf from an inf input (NaN, as exp(-inf - -inf) would be).
   const float ln2 = 0.6931471805599453f;
   CUTE_UNROLL
   for (int mi = 0; mi < kRows; ++mi) {
     const float sum = quad_sum(row_sum[mi]);
-    const float inv = sum == 0.f ? 0.f : 1.f / sum;  // a NaN sum stays NaN
+    const int i = m0 + get<0>(coord(mi, 0));
+    float inv = 1.f / sum, lse = row_max[mi] * scale_log2 * ln2 + logf(sum);  // a NaN sum stays NaN
+    if (sum == 0.f) {
+      const bool sees_keys = block_mask.col_begin(i) < block_mask.col_end(i);
+      inv = sees_keys ? NAN : 0.f;
+      lse = sees_keys ? NAN : -INFINITY;
+    }
     CUTE_UNROLL
     for (int ni = 0; ni < size<1>(o_rc); ++ni) o_rc(mi, ni) *= inv;
-    if (p.lse != nullptr && get<1>(coord(mi, 0)) == 0) {
-      const int64_t i = m0 + get<0>(coord(mi, 0));
-      if (i < sl.seqlen_q)
-        p.lse[sl.lse_index(p, b, h, i)] =
-            sum == 0.f ? -INFINITY : row_max[mi] * scale_log2 * ln2 + logf(sum);
-    }
+    if (p.lse != nullptr && get<1>(coord(mi, 0)) == 0 && i < seqlen_q) p.lse[sl.lse_index(p, b, h, i)] = lse;
   }
   Tensor rO = convert_fragment<Element>(acc_o);
   Tensor sO = make_tensor(sQ.data(), typename Traits::SmemLayoutO{});
   auto smem_copy_o = make_tiled_copy_C(typename Traits::SmemCopyAtomO{}, tiled_mma);
   auto smem_thr_o = smem_copy_o.get_thread_slice(tidx);
-  Tensor taccOrO = smem_thr_o.retile_S(rO);
-  Tensor taccOsO = smem_thr_o.partition_D(sO);
-  cute::copy(smem_copy_o, taccOrO, taccOsO);
+  cute::copy(smem_copy_o, smem_thr_o.retile_S(rO), smem_thr_o.partition_D(sO));
   __syncthreads();
 
   typename Traits::GmemTiledCopyO gmem_copy_o;
   auto gmem_thr_o = gmem_copy_o.get_thread_slice(tidx);
   Tensor tOsO = gmem_thr_o.partition_S(sO);
   Tensor tOgO = gmem_thr_o.partition_D(gO);
-  Tensor tOcO = gmem_thr_o.partition_D(make_identity_tensor(make_shape(size<0>(sO), size<1>(sO))));
+  Tensor tOcO = gmem_thr_o.partition_D(make_identity_tensor(TileQ{}));
   Tensor tOrO = make_tensor<Element>(shape(tOgO));
   cute::copy(gmem_copy_o, tOsO, tOrO);
   CUTE_UNROLL
   for (int m = 0; m < size<1>(tOgO); ++m) {
-    if (get<0>(tOcO(0, m, 0)) < seqlen_q - int(m0)) {
+    if (get<0>(tOcO(0, m, 0)) < seqlen_q - m0) {
       CUTE_UNROLL
       for (int k = 0; k < size<2>(tOgO); ++k)
         if (get<1>(tOcO(0, m, k)) < p.head_dim_v) cute::copy(gmem_copy_o, tOrO(_, m, k), tOgO(_, m, k));

@@ -60,13 +60,16 @@ __device__ __forceinline__ auto acc_as_a(Layout acc) {
   return make_layout(make_layout(get<0>(l), get<2, 0>(l)), get<1>(l), get<2, 1>(l));
 }
 
+// A register fragment converted element-wise (fp32 accumulators to fp16/bf16).
 template <typename To, typename Fragment>
 __device__ __forceinline__ auto convert_fragment(const Fragment& src) {
   using From = typename Fragment::value_type;
   constexpr int N = decltype(size(src))::value;
   cutlass::NumericArrayConverter<To, From, N> convert;
-  auto out = convert(*reinterpret_cast<const cutlass::Array<From, N>*>(src.data()));
-  return make_tensor(make_rmem_ptr<To>(&out), src.layout());
+  Tensor dst = make_tensor<To>(src.layout());
+  *reinterpret_cast<cutlass::Array<To, N>*>(dst.data()) =
+      convert(*reinterpret_cast<const cutlass::Array<From, N>*>(src.data()));
+  return dst;
 }
 
 // Global -> shared copy of a (rows, head dim) tile: rows past `valid_rows` and

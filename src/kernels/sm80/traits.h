@@ -25,13 +25,15 @@ constexpr TileConfig tile_config(int head_dim) {
                            : TileConfig{128, 64, 8};
 }
 
-template <int kHeadDim_, typename Element_>
+// The tile arguments default to the table; bench/gpu/tile_sweep.cu overrides them.
+template <int kHeadDim_, typename Element_, int kBlockM_ = tile_config(kHeadDim_).block_m,
+          int kBlockN_ = tile_config(kHeadDim_).block_n, int kNWarps_ = tile_config(kHeadDim_).warps>
 struct FwdTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
-  static constexpr int kBlockM = tile_config(kHeadDim).block_m;
-  static constexpr int kBlockN = tile_config(kHeadDim).block_n;
-  static constexpr int kNWarps = tile_config(kHeadDim).warps;
+  static constexpr int kBlockM = kBlockM_;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kNWarps = kNWarps_;
   static constexpr int kNThreads = kNWarps * 32;
 
   using MmaAtom = std::conditional_t<std::is_same_v<Element, cutlass::half_t>,

@@ -1,0 +1,43 @@
+// deterministic = true: bitwise-identical gradients from run to run and for any
+// thread count (Options::num_threads 1, 2 and the OpenMP default).
+#include "cases.h"
+
+namespace fatest {
+namespace {
+
+std::vector<Case> determinism_cases() {
+  return {
+      Case("det_gqa_causal").batch(2).seq(150, 150).heads(4, 2).dims(32, 32).causal_mask(),
+      Case("det_mqa_long_keys").seq(130, 200).heads(4, 1).type(DType::bf16),
+      Case("det_dropout_alibi_packed").packed({70, 0, 129, 5}, {66, 3, 140, 0}).heads(4, 2).dims(16, 24)
+          .slopes(Alibi::per_batch_head).drop(0.3f).type(DType::bf16),
+      Case("det_window_softcap").batch(2).seq(100, 180).heads(2, 2).win(30, 10).cap(5.f).type(DType::f16),
+  };
+}
+
+class Determinism : public ::testing::TestWithParam<CaseParam> {};
+
+TEST_P(Determinism, BackwardBitwiseAcrossRunsAndThreads) {
+  const Case& c = std::get<0>(GetParam());
+  const Target& t = std::get<1>(GetParam());
+  SCOPED_TRACE(c.describe());
+  const Problem p = make_problem(c);
+  RunOpts o;
+  o.deterministic = true;
+  o.num_threads = 1;
+  const FwdResult f = run_forward(p, t, o);
+  const BwdResult first = run_backward(p, t, f, o);
+  for (int threads : {1, 2, 0, 2, 3}) {
+    o.num_threads = threads;
+    const BwdResult again = run_backward(p, t, f, o);
+    EXPECT_TRUE(bitwise_equal(first.dq, again.dq)) << "dq, num_threads " << threads;
+    EXPECT_TRUE(bitwise_equal(first.dk, again.dk)) << "dk, num_threads " << threads;
+    EXPECT_TRUE(bitwise_equal(first.dv, again.dv)) << "dv, num_threads " << threads;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Determinism, ::testing::ValuesIn(on_cpu(determinism_cases())), CaseParamName());
+INSTANTIATE_TEST_SUITE_P(Automatic, Determinism, ::testing::ValuesIn(on_auto({determinism_cases()[0]})), CaseParamName());
+
+}  // namespace
+}  // namespace fatest
