@@ -10,18 +10,22 @@ namespace flashattn::sm80 {
 using namespace cute;
 
 // Query rows x keys per thread block, and warps, for each instantiated head dim.
-// Reasons (H200, bf16, to be re-measured as the kernel evolves):
-//   64:  128x128, 4 warps  - short rows: a wide key tile amortises the softmax.
-//   96:  128x64,  4 warps  - 48 KB smem, two blocks per SM.
-//   128: 128x64,  4 warps  - 64 KB smem; O (32x128 per warp) fits in registers.
-//   192: 128x64,  8 warps  - 16 rows per warp keeps O at 96 registers.
-//   256: 128x64,  8 warps  - 128 KB smem, one block per SM; O at 128 registers.
+// Measured on the H200, bf16, plain forward, N = 512 / 2k / 16k
+// (bench/gpu/tile_sweep.cu, bench/results/2026-11-29_h200_sm80_tile_sweep.log):
+//   64:  128x64,  4 warps - 251 TFLOP/s at 16k; 128x128 spills (212), 8 warps 201.
+//   96:  128x64,  4 warps - not swept; between its neighbours.
+//   128: 128x32,  4 warps - 291 at 16k; 128x64 spills 168 B (267), 8 warps 256-267.
+//   192: 128x64,  8 warps - not swept; as 256.
+//   256: 128x64,  8 warps - 290 at 16k; 64x64/4 warps (2 CTAs per SM) 268.
+// With 4 warps each warp owns 32 query rows: O (32 x D fp32) and S (32 x block_n)
+// share 255 registers, so wider key tiles spill.
 struct TileConfig {
   int block_m, block_n, warps;
 };
 constexpr TileConfig tile_config(int head_dim) {
-  return head_dim <= 64    ? TileConfig{128, 128, 4}
-         : head_dim <= 128 ? TileConfig{128, 64, 4}
+  return head_dim <= 64    ? TileConfig{128, 64, 4}
+         : head_dim <= 96  ? TileConfig{128, 64, 4}
+         : head_dim <= 128 ? TileConfig{128, 32, 4}
                            : TileConfig{128, 64, 8};
 }
 
