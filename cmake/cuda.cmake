@@ -1,6 +1,6 @@
 # The CUDA backend: on by itself when nvcc is found (FLASHATTN_WITH_CUDA=AUTO),
 # forced with ON, dropped with OFF.
-set(FLASHATTN_WITH_CUDA OFF CACHE STRING "Build the CUDA backend: AUTO, ON or OFF")
+set(FLASHATTN_WITH_CUDA AUTO CACHE STRING "Build the CUDA backend: AUTO, ON or OFF")
 set(FLASHATTN_CUDA_HEAD_DIMS "64;96;128;192;256" CACHE STRING "Head dims to compile kernels for")
 set(FLASHATTN_CUDA_DTYPES "bf16;fp16" CACHE STRING "Element types to compile kernels for")
 
