@@ -35,6 +35,11 @@ class Flashattn:
                        ctypes.c_int64, ctypes.c_float, ctypes.c_float, ctypes.c_uint64,
                        ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int])
         f.restype = ctypes.c_int
+        g = self.lib.fa_backward
+        g.argtypes = ([ctypes.c_void_p] * 9 + [i64p] * 6 +
+                      [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                       ctypes.c_char_p, ctypes.c_int])
+        g.restype = ctypes.c_int
         self.err = ctypes.create_string_buffer(1024)
 
     @staticmethod
@@ -56,6 +61,21 @@ class Flashattn:
         rc = self.lib.fa_forward(*args, ctypes.c_void_p(lse.data_ptr() if lse is not None else 0),
                                  dtype, q.device.index or 0, int(causal), window[0], window[1],
                                  softcap, 0.0, 0, ctypes.c_void_p(stream), self.err, 1024)
+        if rc != 0:
+            raise RuntimeError(self.err.value.decode())
+
+
+    def backward(self, do, q, k, v, out, lse, dq, dk, dv, causal=False):
+        """All tensors [B, H, N, D] with the same strides (q's for dq/dout/out)."""
+        qs, qst = self._bshd(q)
+        ks, kst = self._bshd(k)
+        vs, vst = self._bshd(v)
+        ptr = lambda t: ctypes.c_void_p(t.data_ptr())
+        dtype = 1 if q.dtype == torch.float16 else 2
+        stream = torch.cuda.current_stream().cuda_stream
+        rc = self.lib.fa_backward(ptr(do), ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse), ptr(dq), ptr(dk),
+                                  ptr(dv), qs, qst, ks, kst, vs, vst, dtype, q.device.index or 0,
+                                  int(causal), 0, ctypes.c_void_p(stream), self.err, 1024)
         if rc != 0:
             raise RuntimeError(self.err.value.decode())
 
@@ -85,6 +105,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--no-bwd", action="store_true", help="skip the peers' backward")
+    ap.add_argument("--memory", action="store_true",
+                    help="also run B=1, H=16, D=128, N=131072 causal and report the extra device memory")
     ap.add_argument("--json")
     ap.add_argument("--png")
     args = ap.parse_args()
@@ -93,7 +115,7 @@ def main():
     dev = torch.device("cuda")
     rows = []
     print(f"{'D':>4} {'causal':>6} {'N':>6} | {'ours fwd':>9} {'flash fwd':>9} {'cudnn fwd':>9} | "
-          f"{'flash bwd':>9} {'cudnn bwd':>9} | {'vs cudnn':>8} {'max|diff|':>9}")
+          f"{'ours bwd':>9} {'flash bwd':>9} {'cudnn bwd':>9} | {'fwd/FA2':>7} {'bwd/FA2':>7} {'max|diff|':>9}")
     for d in [int(x) for x in args.hdims.split(",")]:
         for causal in [bool(int(x)) for x in args.causal.split(",")]:
             for n in [int(x) for x in args.seqlens.split(",")]:
@@ -110,6 +132,20 @@ def main():
                 row["max_abs_diff_vs_flash"] = (out.float() - ref.float()).abs().max().item()
                 row["ours_fwd_ms"] = time_ms(lambda: fa.forward(q, k, v, out, lse, causal=causal),
                                              args.warmup, args.repeats)
+                if not args.no_bwd:
+                    do = torch.randn_like(q)
+                    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+                    fa.backward(do, q, k, v, out, lse, dq, dk, dv, causal=causal)
+                    qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+                    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                        rq, rk, rv = torch.autograd.grad(
+                            F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal), (qg, kg, vg), do)
+                    row["max_abs_diff_dq_vs_flash"] = (dq.float() - rq.float()).abs().max().item()
+                    row["max_abs_diff_dk_vs_flash"] = (dk.float() - rk.float()).abs().max().item()
+                    row["max_abs_diff_dv_vs_flash"] = (dv.float() - rv.float()).abs().max().item()
+                    row["ours_bwd_ms"] = time_ms(
+                        lambda: fa.backward(do, q, k, v, out, lse, dq, dk, dv, causal=causal),
+                        args.warmup, args.repeats)
                 for name, backend in (("flash", SDPBackend.FLASH_ATTENTION),
                                       ("cudnn", SDPBackend.CUDNN_ATTENTION)):
                     with sdpa_kernel([backend]):
@@ -132,13 +168,17 @@ def main():
                 g = lambda key: row.get(key, float("nan"))
                 print(f"{d:>4} {int(causal):>6} {n:>6} | {g('ours_fwd_tflops'):9.1f} "
                       f"{g('flash_fwd_tflops'):9.1f} {g('cudnn_fwd_tflops'):9.1f} | "
-                      f"{g('flash_bwd_tflops'):9.1f} {g('cudnn_bwd_tflops'):9.1f} | "
-                      f"{g('ours_fwd_tflops') / g('cudnn_fwd_tflops'):8.2f} "
+                      f"{g('ours_bwd_tflops'):9.1f} {g('flash_bwd_tflops'):9.1f} {g('cudnn_bwd_tflops'):9.1f} | "
+                      f"{g('ours_fwd_tflops') / g('flash_fwd_tflops'):7.2f} "
+                      f"{g('ours_bwd_tflops') / g('flash_bwd_tflops'):7.2f} "
                       f"{row['max_abs_diff_vs_flash']:9.2e}", flush=True)
                 del q, k, v, out, lse
                 torch.cuda.empty_cache()
 
+    memory = long_sequence_memory(fa) if args.memory else None
+
     result = {
+        "memory_n131072": memory,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
         "gpu": torch.cuda.get_device_name(),
         "torch": torch.__version__,
@@ -156,25 +196,48 @@ def main():
         plot(rows, args.png, result["gpu"])
 
 
+def long_sequence_memory(fa):
+    """Extra device memory of a causal forward at N = 131072 beyond q, k, v, out, lse."""
+    b, h, n, d = 1, 16, 131072, 128
+    q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    out = torch.empty_like(q)
+    lse = torch.empty(b, h, n, device="cuda", dtype=torch.float32)
+    torch.cuda.synchronize()
+    free_before, _ = torch.cuda.mem_get_info()
+    fa.forward(q, k, v, out, lse, causal=True)
+    torch.cuda.synchronize()
+    free_after, _ = torch.cuda.mem_get_info()
+    ms = time_ms(lambda: fa.forward(q, k, v, out, lse, causal=True), 1, 3)
+    res = {"batch": b, "heads": h, "seqlen": n, "hdim": d, "causal": True,
+           "extra_bytes": int(free_before - free_after),
+           "out_plus_lse_bytes": out.numel() * 2 + lse.numel() * 4,
+           "fwd_ms": ms, "fwd_tflops": 2 * b * h * n * n * d / ms / 1e9}
+    print(f"N=131072 causal fwd: {ms:.1f} ms, {res['fwd_tflops']:.1f} TFLOP/s, extra device memory "
+          f"{res['extra_bytes'] / 2**20:.1f} MiB beyond inputs, out and LSE "
+          f"({res['out_plus_lse_bytes'] / 2**20:.0f} MiB)")
+    return res
+
+
 def plot(rows, path, gpu):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     keys = sorted({(r["hdim"], r["causal"]) for r in rows})
-    fig, axes = plt.subplots(1, len(keys), figsize=(4 * len(keys), 3.6), squeeze=False)
-    for ax, (d, causal) in zip(axes[0], keys):
+    fig, axes = plt.subplots(2, len(keys), figsize=(4 * len(keys), 7), squeeze=False)
+    for col, (d, causal) in enumerate(keys):
         sel = [r for r in rows if r["hdim"] == d and r["causal"] == causal]
         ns = [r["seqlen"] for r in sel]
-        for key, label in (("ours_fwd_tflops", "flashattn fwd"), ("flash_fwd_tflops", "FA2 fwd"),
-                           ("cudnn_fwd_tflops", "cuDNN fwd")):
-            ax.plot(ns, [r.get(key, float("nan")) for r in sel], marker="o", label=label)
-        ax.set_xscale("log", base=2)
-        ax.set_title(f"D={d} {'causal' if causal else 'full'}")
-        ax.set_xlabel("N")
-        ax.set_ylabel("TFLOP/s")
-        ax.grid(alpha=0.3)
+        for row_i, mode in enumerate(("fwd", "bwd")):
+            ax = axes[row_i][col]
+            for impl, label in (("ours", "flashattn"), ("flash", "FA2 (PyTorch)"), ("cudnn", "cuDNN")):
+                ax.plot(ns, [r.get(f"{impl}_{mode}_tflops", float("nan")) for r in sel], marker="o", label=label)
+            ax.set_xscale("log", base=2)
+            ax.set_title(f"{mode} D={d} {'causal' if causal else 'full'}")
+            ax.set_xlabel("N")
+            ax.set_ylabel("TFLOP/s")
+            ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
-    fig.suptitle(f"bf16 forward, {gpu}")
+    fig.suptitle(f"bf16, {gpu}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 

@@ -60,4 +60,35 @@ int fa_forward(const void* q, const int64_t* q_shape, const int64_t* q_stride, c
   }
 }
 
+// Gradients: every tensor in [B, S, H, D] order with the shape/stride arrays of q
+// (dq, dout, out share q's; dk, dv share k's and v's). lse is contiguous [B, Hq, Sq].
+int fa_backward(const void* dout, const void* q, const void* k, const void* v, const void* out,
+                const float* lse, void* dq, void* dk, void* dv, const int64_t* q_shape,
+                const int64_t* q_stride, const int64_t* k_shape, const int64_t* k_stride,
+                const int64_t* v_shape, const int64_t* v_stride, int dtype, int device, int causal,
+                int deterministic, void* stream, char* err, int err_len) {
+  namespace fa = flashattn;
+  try {
+    const fa::DType t = dtype == 1 ? fa::DType::f16 : fa::DType::bf16;
+    fa::Options opt;
+    opt.causal = causal != 0;
+    opt.deterministic = deterministic != 0;
+    opt.stream = stream;
+    const auto lse_view = fa::TensorView::contiguous(const_cast<float*>(lse), fa::DType::f32,
+                                                     {q_shape[0], q_shape[2], q_shape[1]},
+                                                     {fa::DeviceType::cuda, device});
+    const auto o_shape = v_shape;  // [B, Sq, Hq, Dv] is q's shape with v's head dim
+    int64_t out_shape[4] = {q_shape[0], q_shape[1], q_shape[2], o_shape[3]};
+    fa::backward(view4(dout, t, out_shape, q_stride, device), view4(q, t, q_shape, q_stride, device),
+                 view4(k, t, k_shape, k_stride, device), view4(v, t, v_shape, v_stride, device),
+                 view4(out, t, out_shape, q_stride, device), lse_view,
+                 view4(dq, t, q_shape, q_stride, device), view4(dk, t, k_shape, k_stride, device),
+                 view4(dv, t, v_shape, v_stride, device), opt);
+    return 0;
+  } catch (const std::exception& e) {
+    std::snprintf(err, static_cast<size_t>(err_len), "%s", e.what());
+    return 2;
+  }
+}
+
 }  // extern "C"

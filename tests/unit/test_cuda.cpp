@@ -1,5 +1,6 @@
-// The suite's cases on the CUDA backend (device buffers), plus what only a GPU
-// backend has: refusals of host or misaligned pointers, CUDA-graph capture.
+// The suite's cases on the CUDA backend (device buffers), forward and backward,
+// plus what only a GPU backend has: refusals of host or misaligned pointers,
+// CUDA-graph capture of a forward + backward step.
 // Skipped when the build has no CUDA backend or no GPU is visible.
 #include "flashattn/flashattn.h"
 
@@ -7,9 +8,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <stdexcept>
 
 #include "cases.h"
+#include "flashattn/numeric.h"
 
 namespace fatest {
 namespace {
@@ -79,6 +83,19 @@ INSTANTIATE_TEST_SUITE_P(Masks, CudaForward, ::testing::ValuesIn(on_cuda(low_pre
 INSTANTIATE_TEST_SUITE_P(Varlen, CudaForward, ::testing::ValuesIn(on_cuda(low_precision(varlen_cases()))), CaseParamName());
 INSTANTIATE_TEST_SUITE_P(Layouts, CudaForward, ::testing::ValuesIn(on_cuda(low_precision(layout_cases()))), CaseParamName());
 
+class CudaBackward : public ::testing::TestWithParam<CaseParam> {};
+
+TEST_P(CudaBackward, MatchesReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  check_backward(std::get<0>(GetParam()), std::get<1>(GetParam()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Features, CudaBackward, ::testing::ValuesIn(on_cuda(low_precision(feature_cases()))), CaseParamName());
+INSTANTIATE_TEST_SUITE_P(Lengths, CudaBackward, ::testing::ValuesIn(on_cuda(low_precision(length_cases()))), CaseParamName());
+INSTANTIATE_TEST_SUITE_P(Masks, CudaBackward, ::testing::ValuesIn(on_cuda(low_precision(mask_cases()))), CaseParamName());
+INSTANTIATE_TEST_SUITE_P(Varlen, CudaBackward, ::testing::ValuesIn(on_cuda(low_precision(varlen_cases()))), CaseParamName());
+INSTANTIATE_TEST_SUITE_P(Layouts, CudaBackward, ::testing::ValuesIn(on_cuda(low_precision(layout_cases()))), CaseParamName());
+
 // Every instantiated head dim, odd dims padded up to the next one, and Dv != Dqk.
 std::vector<Case> head_dim_cases() {
   std::vector<Case> cases;
@@ -92,6 +109,7 @@ std::vector<Case> head_dim_cases() {
   return in_dtypes(cases, {DType::f16, DType::bf16});
 }
 INSTANTIATE_TEST_SUITE_P(HeadDims, CudaForward, ::testing::ValuesIn(on_cuda(head_dim_cases())), CaseParamName());
+INSTANTIATE_TEST_SUITE_P(HeadDims, CudaBackward, ::testing::ValuesIn(on_cuda(head_dim_cases())), CaseParamName());
 
 // Device buffers for a small contiguous [B, S, H, D] problem.
 struct DeviceProblem {
@@ -163,19 +181,28 @@ TEST(CudaErrors, RefusesWhatTheKernelsCannotRun) {
   }, "q");
 }
 
-TEST(CudaGraph, ForwardCapturesAndReplays) {
+TEST(CudaGraph, ForwardAndBackwardCaptureAndReplay) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
-  DeviceProblem d;
+  DeviceProblem d, g;  // g: dout, dq, dk, dv in its q, k, v, o
+  float* lse = nullptr;
+  cuda_ok(cudaMalloc(reinterpret_cast<void**>(&lse), static_cast<size_t>(d.B * d.H * d.S) * sizeof(float)), "cudaMalloc");
+  const auto lse_view = fa::TensorView::contiguous(lse, DType::f32, {d.B, d.H, d.S}, {fa::DeviceType::cuda, 0});
   cudaStream_t stream;
   cuda_ok(cudaStreamCreate(&stream), "stream");
   fa::Options opt;
   opt.backend = fa::Backend::cuda;
   opt.causal = true;
   opt.stream = stream;
-  fa::forward(d.view(d.q), d.view(d.k), d.view(d.v), d.view(d.o), nullptr, opt);  // warm-up outside capture
+  auto step = [&] {
+    fa::forward(d.view(d.q), d.view(d.k), d.view(d.v), d.view(d.o), &lse_view, opt);
+    fa::backward(g.view(g.o), d.view(d.q), d.view(d.k), d.view(d.v), d.view(d.o), lse_view,
+                 g.view(g.q), g.view(g.k), g.view(g.v), opt);
+  };
+  step();  // warm-up outside capture (kernel attributes are set once)
+  cuda_ok(cudaStreamSynchronize(stream), "warm-up");
   cudaGraph_t graph;
   cuda_ok(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "begin capture");
-  fa::forward(d.view(d.q), d.view(d.k), d.view(d.v), d.view(d.o), nullptr, opt);
+  step();
   cuda_ok(cudaStreamEndCapture(stream, &graph), "end capture");
   cudaGraphExec_t exec;
   cuda_ok(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
@@ -184,6 +211,113 @@ TEST(CudaGraph, ForwardCapturesAndReplays) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
+  cudaFree(lse);
+}
+
+// 64-bit offsets: B=1, N=131072, H=64, D=256 bf16 is 2^31 elements per tensor.
+// Heavy (32 GB of GPU memory, ~1 min): runs only with FLASHATTN_LARGE_TESTS=1.
+// Rows and keys at the far end of the tensors are checked against float64.
+TEST(CudaLarge, MoreThan2To31ElementsPerTensor) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const char* flag = std::getenv("FLASHATTN_LARGE_TESTS");
+  if (flag == nullptr || std::string(flag) != "1") GTEST_SKIP() << "set FLASHATTN_LARGE_TESTS=1";
+  const int64_t N = 131072, H = 64, D = 256, n = N * H * D;
+  ASSERT_GT(n, int64_t(1) << 30);
+  // Deterministic pseudo-random bf16 values (splitmix64), never zeros.
+  auto fill = [](std::vector<uint16_t>& x, uint64_t seed) {
+    uint64_t s = seed;
+    for (auto& e : x) {
+      s += 0x9E3779B97F4A7C15ull;
+      uint64_t z = s;
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      z ^= z >> 31;
+      e = fa::float_to_bf16(static_cast<float>(static_cast<int64_t>(z >> 40) - (1 << 23)) / float(1 << 22));
+    }
+  };
+  std::vector<uint16_t> q(n), k(n), v(n), dout(n);
+  fill(q, 1);
+  fill(k, 2);
+  fill(v, 3);
+  fill(dout, 4);
+  std::vector<void*> bufs;
+  auto upload = [&](const std::vector<uint16_t>* host) {
+    void* p = nullptr;
+    cuda_ok(cudaMalloc(&p, static_cast<size_t>(n) * 2), "cudaMalloc");
+    if (host) cuda_ok(cudaMemcpy(p, host->data(), static_cast<size_t>(n) * 2, cudaMemcpyHostToDevice), "upload");
+    bufs.push_back(p);
+    return fa::TensorView::contiguous(p, DType::bf16, {1, N, H, D}, {fa::DeviceType::cuda, 0});
+  };
+  const auto Q = upload(&q), K = upload(&k), V = upload(&v), DO = upload(&dout);
+  const auto O = upload(nullptr), DQ = upload(nullptr), DK = upload(nullptr), DV = upload(nullptr);
+  float* lse_d = nullptr;
+  cuda_ok(cudaMalloc(reinterpret_cast<void**>(&lse_d), static_cast<size_t>(H * N) * 4), "cudaMalloc");
+  const auto L = fa::TensorView::contiguous(lse_d, DType::f32, {1, H, N}, {fa::DeviceType::cuda, 0});
+  fa::Options opt;
+  opt.backend = fa::Backend::cuda;
+  opt.causal = true;
+  fa::forward(Q, K, V, O, &L, opt);
+  fa::backward(DO, Q, K, V, O, L, DQ, DK, DV, opt);
+  cuda_ok(cudaDeviceSynchronize(), "run");
+  auto row_of = [&](const fa::TensorView& t, int64_t i, int64_t h) {
+    std::vector<uint16_t> r(D);
+    cuda_ok(cudaMemcpy(r.data(), static_cast<uint16_t*>(t.data) + (i * H + h) * D, D * 2, cudaMemcpyDeviceToHost), "download");
+    std::vector<double> out(D);
+    for (int64_t c = 0; c < D; ++c) out[c] = fa::bf16_to_float(r[c]);
+    return out;
+  };
+  auto at = [&](const std::vector<uint16_t>& x, int64_t i, int64_t h, int64_t c) {
+    return double(fa::bf16_to_float(x[(i * H + h) * D + c]));
+  };
+  const double scale = 1.0 / 16.0;
+  const int64_t i = N - 1;  // the last query row sees every key; the last key is seen by it alone
+  for (int64_t h : {int64_t(0), H - 1}) {
+    // float64 forward of row i, and its gradients.
+    std::vector<double> s(N), o(D, 0.0), dq(D, 0.0);
+    double m = -1e300, sum = 0.0;
+    for (int64_t j = 0; j < N; ++j) {
+      double x = 0;
+      for (int64_t c = 0; c < D; ++c) x += at(q, i, h, c) * at(k, j, h, c);
+      s[j] = x * scale;
+      m = std::max(m, s[j]);
+    }
+    for (int64_t j = 0; j < N; ++j) sum += std::exp(s[j] - m);
+    double di = 0.0;
+    std::vector<double> dp(N);
+    for (int64_t j = 0; j < N; ++j) {
+      s[j] = std::exp(s[j] - m) / sum;  // p
+      for (int64_t c = 0; c < D; ++c) o[c] += s[j] * at(v, j, h, c);
+    }
+    for (int64_t c = 0; c < D; ++c) di += at(dout, i, h, c) * o[c];
+    for (int64_t j = 0; j < N; ++j) {
+      double x = 0;
+      for (int64_t c = 0; c < D; ++c) x += at(dout, i, h, c) * at(v, j, h, c);
+      const double ds = s[j] * (x - di) * scale;
+      for (int64_t c = 0; c < D; ++c) dq[c] += ds * at(k, j, h, c);
+      dp[j] = ds;
+    }
+    const auto got_o = row_of(O, i, h), got_dq = row_of(DQ, i, h), got_dk = row_of(DK, N - 1, h),
+               got_dv = row_of(DV, N - 1, h);
+    auto check = [&](const char* what, const std::vector<double>& got, const std::vector<double>& want) {
+      double err = 0, mag = 0;
+      for (int64_t c = 0; c < D; ++c) {
+        err = std::max(err, std::fabs(got[c] - want[c]));
+        mag = std::max(mag, std::fabs(want[c]));
+      }
+      EXPECT_LE(err, 0.02 * mag + 1e-4) << what << " head " << h << " max|err| " << err << " max|ref| " << mag;
+    };
+    check("out", got_o, o);
+    check("dq", got_dq, dq);
+    std::vector<double> dk(D), dv(D);  // key N-1: only row N-1 sees it
+    for (int64_t c = 0; c < D; ++c) {
+      dk[c] = dp[N - 1] * at(q, i, h, c);
+      dv[c] = s[N - 1] * at(dout, i, h, c);
+    }
+    check("dk", got_dk, dk);
+    check("dv", got_dv, dv);
+  }
+  for (void* p : bufs) cudaFree(p);
+  cudaFree(lse_d);
 }
 
 }  // namespace

@@ -10,13 +10,6 @@
 
 namespace facli {
 
-void add_backend_option(CLI::App& app, std::string& backend, const std::string& extra_help) {
-  app.add_option("--backend", backend,
-                 "auto|reference|cpu|cuda (auto: cpu, as the tool holds tensors in host memory; "
-                 "cuda is refused until it can stage device memory)" + extra_help)
-      ->capture_default_str();
-}
-
 void add_attn_options(CLI::App& app, AttnArgs& a) {
   add_backend_option(app, a.backend);
   app.add_option("--dtype", a.dtype,
@@ -41,21 +34,6 @@ void add_attn_options(CLI::App& app, AttnArgs& a) {
                                "packed: bound on the key lengths (default: computed)");
   app.add_flag("--deterministic", a.deterministic, "bitwise reproducible backward");
   app.add_option("--threads", a.threads, "CPU threads; 0: OpenMP default")->capture_default_str();
-}
-
-flashattn::Backend parse_backend(const std::string& name, const std::string& option) {
-  flashattn::Backend b{};
-  try {
-    b = flashattn::backend_from_string(name.c_str());
-  } catch (const flashattn::Error& e) {
-    rethrow_library_error(e, {{"backend", option}});
-  }
-  if (b == flashattn::Backend::cuda)
-    throw CliError(option, flashattn::cuda_available()
-                               ? "this build of the tool cannot stage tensors in CUDA memory yet"
-                               : "the CUDA backend is not available: this build has no CUDA "
-                                 "support or no CUDA device is visible");
-  return b;
 }
 
 uint64_t parse_uint64(const std::string& text, const std::string& option) {

@@ -9,6 +9,8 @@
 #include <CLI/CLI.hpp>
 #include <flashattn/flashattn.h>
 
+#include "backend_choice.h"
+
 namespace facli {
 
 struct AttnArgs {
@@ -31,18 +33,15 @@ struct AttnArgs {
   CLI::Option* max_k_opt = nullptr;
 };
 
-void add_backend_option(CLI::App& app, std::string& backend, const std::string& extra_help = "");
 void add_attn_options(CLI::App& app, AttnArgs& args);
 
-// Everything but the ALiBi slopes (a tensor, loaded with the inputs).
+// Everything but the ALiBi slopes (a tensor, loaded with the inputs). The
+// backend may still be auto: the command resolves it once the inputs are known
+// (choose_backend).
 flashattn::Options make_options(const AttnArgs& args);
 
 // "L,R" with -1 meaning unbounded, e.g. "-1,0"; throws CliError naming --window.
 flashattn::Window parse_window(const std::string& text);
-
-// Parses a backend name, naming `option` on error. The tool passes host memory
-// only, so a CUDA backend is refused here with the reason.
-flashattn::Backend parse_backend(const std::string& name, const std::string& option = "--backend");
 
 // A decimal uint64 without sign; throws CliError naming `option`.
 uint64_t parse_uint64(const std::string& text, const std::string& option);

@@ -1,6 +1,7 @@
 // `flashattn bench`: the contract's benchmark grid (B*N = batch tokens, Hq*D =
-// model dim), scaled to the backend, timing the flash backend against the
-// float64 reference where the reference fits in memory.
+// model dim), scaled to the backend. On the host it times the flash backend
+// against the float64 reference where the reference fits in memory; the GPU
+// sweep is bench_cuda.cpp.
 #include <omp.h>
 
 #include <algorithm>
@@ -12,8 +13,10 @@
 #include <flashattn/flashattn.h>
 
 #include "attn_options.h"
+#include "backend_choice.h"
 #include "bench.h"
 #include "commands.h"
+#include "device.h"
 #include "errors.h"
 #include "flops.h"
 #include "host_tensor.h"
@@ -23,28 +26,28 @@
 
 namespace facli {
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 namespace {
 
 // CPU defaults: small enough that the default sweep (reference included) takes
 // about a minute on 2 cores.
 constexpr int64_t kCpuBatchTokens = 8192;
 constexpr int64_t kCpuModelDim = 256;
+// GPU defaults: the contract's grid, timed with more repeats (runs are short).
+constexpr int64_t kCudaBatchTokens = 16384;
+constexpr int64_t kCudaModelDim = 2048;
+constexpr int kCudaRepeats = 20;
+constexpr int kCudaWarmup = 3;
+const std::vector<int64_t> kCudaHdims = {64, 128, 256};
 // The reference keeps Sq*Sk doubles per (batch, head) per thread.
 constexpr double kReferenceMemoryLimit = 2.0 * 1024 * 1024 * 1024;
 // The reference runs at most --repeats times and stops after this much time.
 constexpr double kReferenceBudgetMs = 10000.0;
-
-struct BenchArgs {
-  std::string backend = "auto";
-  std::string dtype;
-  std::vector<int64_t> hdims, seqlens;
-  bool causal = false, both_masks = false;
-  std::string mode = "fwd";
-  int64_t batch_tokens = 0, model_dim = 0;
-  int repeats = 5, warmup = 1, threads = 0;
-  bool no_reference = false, progress = false;
-  std::string json;
-};
 
 // The buffers of one grid point: [B, N, H, D] everywhere (no GQA, Dv = D).
 struct Problem {
@@ -87,12 +90,6 @@ double time_ms(F&& f) {
   const auto t0 = std::chrono::steady_clock::now();
   f();
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 BenchRow bench_point(const BenchArgs& a, flashattn::DType dtype, flashattn::Backend backend,
@@ -165,41 +162,60 @@ BenchRow bench_point(const BenchArgs& a, flashattn::DType dtype, flashattn::Back
   return row;
 }
 
+// auto: cuda when a GPU is visible and it runs the dtype (default bf16 there),
+// every head dim (default 64,128,256) and the mode; else cpu.
+flashattn::Backend bench_backend(const BenchArgs& a, const CLI::App& app) {
+  const flashattn::Backend b = parse_backend(a.backend);
+  if (b != flashattn::Backend::automatic) return b;
+  const flashattn::DType dtype = app.count("--dtype") ? parse_dtype(a.dtype) : flashattn::DType::bf16;
+  const std::vector<int64_t> hdims = app.count("--hdim") ? a.hdims : kCudaHdims;
+  for (int64_t d : hdims)
+    if (!cuda_runs(dtype, d, d, a.mode != "fwd")) return flashattn::Backend::cpu;
+  return flashattn::Backend::cuda;
+}
+
 int run_bench(BenchArgs& a, const CLI::App& app) {
-  // Host memory only, so the backend is a CPU one (cuda is refused here) and the
-  // defaults are the CPU's.
-  const flashattn::Backend backend = parse_backend(a.backend);
-  if (app.count("--dtype") == 0) a.dtype = "f32";
-  if (app.count("--hdim") == 0) a.hdims = {128};
-  if (app.count("--seqlens") == 0) a.seqlens = {512, 1024, 2048, 4096};
-  if (app.count("--batch-tokens") == 0) a.batch_tokens = kCpuBatchTokens;
-  if (app.count("--model-dim") == 0) a.model_dim = kCpuModelDim;
+  const flashattn::Backend backend = bench_backend(a, app);
+  const bool cuda = backend == flashattn::Backend::cuda;
+  // Defaults: the contract's grid on the GPU, a small one on the CPU.
+  if (app.count("--dtype") == 0) a.dtype = cuda ? "bf16" : "f32";
+  if (app.count("--hdim") == 0) a.hdims = cuda ? kCudaHdims : std::vector<int64_t>{128};
+  if (app.count("--seqlens") == 0)
+    a.seqlens = cuda ? std::vector<int64_t>{512, 1024, 2048, 4096, 8192, 16384}
+                     : std::vector<int64_t>{512, 1024, 2048, 4096};
+  if (app.count("--batch-tokens") == 0) a.batch_tokens = cuda ? kCudaBatchTokens : kCpuBatchTokens;
+  if (app.count("--model-dim") == 0) a.model_dim = cuda ? kCudaModelDim : kCpuModelDim;
+  if (app.count("--repeats") == 0) a.repeats = cuda ? kCudaRepeats : 5;
+  if (app.count("--warmup") == 0) a.warmup = cuda ? kCudaWarmup : 1;
   const flashattn::DType dtype = parse_dtype(a.dtype);
   if (!a.json.empty()) check_output_paths({{"--json", a.json, nullptr}});
 
-  const int threads = a.threads > 0 ? a.threads : omp_get_max_threads();
-  std::vector<bool> masks;
-  if (a.both_masks) masks = {false, true};
-  else masks = {a.causal};
-
+  const int threads = cuda ? 0 : a.threads > 0 ? a.threads : omp_get_max_threads();
   BenchMeta meta{flashattn::to_string(flashattn::resolve_backend(backend, {})), a.dtype, threads,
-                 a.batch_tokens, a.model_dim, a.warmup, a.repeats};
-  print_bench_header(meta);
+                 a.batch_tokens, a.model_dim, a.warmup, a.repeats, cuda ? device_name() : ""};
   std::vector<BenchRow> rows;
-  const int total = static_cast<int>(a.hdims.size() * a.seqlens.size() * masks.size());
-  Progress progress(total, a.progress);
-  ArgLabels labels = option_labels();
-  for (int64_t d : a.hdims)
-    for (int64_t n : a.seqlens)
-      for (bool causal : masks) {
-        progress.update(static_cast<int>(rows.size()),
-                        fmt::format("N={} D={}{}", n, d, causal ? " causal" : ""));
-        call_library(labels, [&] {
-          rows.push_back(bench_point(a, dtype, backend, threads, n, d, causal));
-        });
-        progress.finish();
-        print_bench_row(rows.back());
-      }
+  if (cuda) {
+    rows = run_bench_cuda(a, dtype, meta);
+  } else {
+    std::vector<bool> masks;
+    if (a.both_masks) masks = {false, true};
+    else masks = {a.causal};
+    print_bench_header(meta);
+    const int total = static_cast<int>(a.hdims.size() * a.seqlens.size() * masks.size());
+    Progress progress(total, a.progress);
+    ArgLabels labels = option_labels();
+    for (int64_t d : a.hdims)
+      for (int64_t n : a.seqlens)
+        for (bool causal : masks) {
+          progress.update(static_cast<int>(rows.size()),
+                          fmt::format("N={} D={}{}", n, d, causal ? " causal" : ""));
+          call_library(labels, [&] {
+            rows.push_back(bench_point(a, dtype, backend, threads, n, d, causal));
+          });
+          progress.finish();
+          print_bench_row(meta, rows.back());
+        }
+  }
   if (!a.json.empty()) write_bench_json(a.json, meta, rows);
   return 0;
 }
@@ -209,23 +225,33 @@ int run_bench(BenchArgs& a, const CLI::App& app) {
 Command add_bench_command(CLI::App& root) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* app = root.add_subcommand(
-      "bench", "Time the flash backend on the contract's grid against the float64 reference");
+      "bench", "Time a backend on the contract's grid (on the CPU, against the float64 reference)");
   app->footer(
       "The grid: B*N = --batch-tokens, Hq*D = --model-dim, so B = max(1, tokens/N) and "
-      "Hq = max(1, model_dim/D); Dv = Dqk = D, Hkv = Hq, random normal inputs.\n"
-      "CPU defaults: --dtype f32 --hdim 128 --seqlens 512,1024,2048,4096 --batch-tokens 8192 "
-      "--model-dim 256 (about a minute on 2 cores). Times are the median of --repeats after "
-      "--warmup (steady_clock). TFLOP/s count 2*B*Hq*visible(i,j)*(Dqk+Dv) for the forward, "
-      "2.5x for the backward. The reference is skipped when its Sq*Sk doubles per thread would "
-      "pass 2 GiB; it runs up to --repeats times, at most ~10 s, without warm-up. Memory is the "
-      "peak heap of a call beyond its inputs and outputs, divided by the threads.");
-  add_backend_option(*app, args->backend);
-  app->add_option("--dtype", args->dtype, "f32|f16|bf16 (default f32 on the CPU)")
+      "Hq = max(1, model_dim/D); Dv = Dqk = D, Hkv = Hq, random normal inputs. TFLOP/s count "
+      "2*B*Hq*visible(i,j)*(Dqk+Dv) for the forward, 2.5x for the backward. Rows are timed "
+      "only, never checked for accuracy (flashattn check does that).\n"
+      "CPU (cpu, reference): defaults --dtype f32 --hdim 128 --seqlens 512,1024,2048,4096 "
+      "--batch-tokens 8192 --model-dim 256 --warmup 1 --repeats 5 (about a minute on 2 cores). "
+      "Times are the median of --repeats after --warmup (steady_clock). The reference is skipped "
+      "when its Sq*Sk doubles per thread would pass 2 GiB; it runs up to --repeats times, at most "
+      "~10 s, without warm-up. Memory is the peak heap of a call beyond its inputs and outputs, "
+      "divided by the threads.\n"
+      "GPU (cuda): our side only (bench/gpu/bench_gpu.py times the peers), no reference. "
+      "Defaults: the contract's grid, --dtype bf16 --hdim 64,128,256 --seqlens "
+      "512,1024,...,16384 --batch-tokens 16384 --model-dim 2048 --warmup 3 --repeats 20. Inputs "
+      "stay on the GPU; each run is timed with two CUDA events, the median is reported. Memory is "
+      "the drop of free device memory (cudaMemGetInfo) across the first call: what the call "
+      "kept, 0 for a backend that allocates nothing; '-' when another process changed it.");
+  add_backend_option(*app, args->backend,
+                     ". Here auto is cuda when the GPU runs the dtype, every --hdim and the --mode");
+  app->add_option("--dtype", args->dtype, "f32|f16|bf16 (default f32 on the CPU, bf16 on cuda)")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
-  app->add_option("--hdim", args->hdims, "head dims, comma separated (default 128)")
+  app->add_option("--hdim", args->hdims, "head dims, comma separated (default 128; cuda 64,128,256)")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
-  app->add_option("--seqlens", args->seqlens, "sequence lengths N (default 512,1024,2048,4096)")
+  app->add_option("--seqlens", args->seqlens,
+                  "sequence lengths N (default 512,1024,2048,4096; cuda up to 16384)")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
   app->add_flag("--causal", args->causal, "causal mask");
@@ -233,15 +259,13 @@ Command add_bench_command(CLI::App& root) {
   app->add_option("--mode", args->mode, "fwd|bwd|fwdbwd")
       ->capture_default_str()
       ->check(CLI::IsMember({"fwd", "bwd", "fwdbwd"}));
-  app->add_option("--batch-tokens", args->batch_tokens, "B*N (CPU default 8192)")
+  app->add_option("--batch-tokens", args->batch_tokens, "B*N (CPU default 8192, cuda 16384)")
       ->check(CLI::PositiveNumber);
-  app->add_option("--model-dim", args->model_dim, "Hq*D (CPU default 256)")
+  app->add_option("--model-dim", args->model_dim, "Hq*D (CPU default 256, cuda 2048)")
       ->check(CLI::PositiveNumber);
-  app->add_option("--repeats", args->repeats, "timed runs (median)")
-      ->capture_default_str()
+  app->add_option("--repeats", args->repeats, "timed runs, the median is reported (default 5; cuda 20)")
       ->check(CLI::Range(1, 1000000));
-  app->add_option("--warmup", args->warmup, "untimed runs first")
-      ->capture_default_str()
+  app->add_option("--warmup", args->warmup, "untimed runs first (default 1; cuda 3)")
       ->check(CLI::Range(0, 1000000));
   app->add_option("--threads", args->threads, "CPU threads; 0: OpenMP default")
       ->capture_default_str()

@@ -1,5 +1,5 @@
-// Shared between the bench sweep (bench.cpp) and its table/JSON output
-// (bench_report.cpp).
+// Shared between the bench sweeps (bench.cpp on the host, bench_cuda.cpp on
+// the GPU) and their table/JSON output (bench_report.cpp).
 #pragma once
 
 #include <cstdint>
@@ -7,7 +7,21 @@
 #include <string>
 #include <vector>
 
+#include <flashattn/types.h>
+
 namespace facli {
+
+struct BenchArgs {
+  std::string backend = "auto";
+  std::string dtype;
+  std::vector<int64_t> hdims, seqlens;
+  bool causal = false, both_masks = false;
+  std::string mode = "fwd";
+  int64_t batch_tokens = 0, model_dim = 0;
+  int repeats = 5, warmup = 1, threads = 0;
+  bool no_reference = false, progress = false;
+  std::string json;
+};
 
 struct BenchRow {
   int64_t seqlen = 0, head_dim = 0, batch = 0, heads = 0;
@@ -17,7 +31,9 @@ struct BenchRow {
   int repeats = 0;
   double flash_ms = 0;  // median
   double flash_tflops = 0;
-  int64_t flash_peak_bytes = 0;  // peak heap beyond inputs/outputs, all threads
+  int64_t flash_peak_bytes = 0;  // peak heap beyond inputs/outputs, all threads (GPU: see
+                                 // bench_cuda.cpp)
+  bool peak_known = true;        // false: not measurable, shown as "-"
   double flash_peak_bytes_per_thread = 0;
   // The reference, when it ran.
   std::optional<double> ref_ms, ref_tflops, speedup;
@@ -32,12 +48,20 @@ struct BenchMeta {
   int threads = 0;
   int64_t batch_tokens = 0, model_dim = 0;
   int warmup = 0, repeats = 0;
+  std::string device;  // the GPU's name; empty on the host
 };
 
 void print_bench_header(const BenchMeta& meta);
-void print_bench_row(const BenchRow& row);
+void print_bench_row(const BenchMeta& meta, const BenchRow& row);
 void write_bench_json(const std::string& path, const BenchMeta& meta,
                       const std::vector<BenchRow>& rows);
+
+// The median of timings (not empty).
+double median(std::vector<double> v);
+
+// The sweep on the GPU (the cuda backend): `dtype` resolved, defaults filled in.
+std::vector<BenchRow> run_bench_cuda(const BenchArgs& args, flashattn::DType dtype,
+                                     const BenchMeta& meta);
 
 // The full command line, for the JSON record (set by main).
 void set_command_line(int argc, char** argv);

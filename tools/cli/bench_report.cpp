@@ -55,15 +55,35 @@ void set_command_line(int argc, char** argv) {
 }
 
 void print_bench_header(const BenchMeta& m) {
+  if (!m.device.empty()) {
+    fmt::print("backend {} on {}, dtype {}, B*N = {}, Hq*D = {}, warm-up {}, median of {} "
+               "(CUDA events)\n",
+               m.backend, m.device, m.dtype, m.batch_tokens, m.model_dim, m.warmup, m.repeats);
+    fmt::print("rows are timed only, not checked (flashattn check --backend cuda checks accuracy)\n");
+    fmt::print("{:>6} {:>4} {:>4} {:>4} {:>6} {:>6} | {:>10} {:>8} | {:>12}\n", "N", "D", "B", "H",
+               "causal", "mode", "ms", "TFLOP/s", "device mem");
+    std::fflush(stdout);
+    return;
+  }
   fmt::print("backend {}, dtype {}, {} threads, B*N = {}, Hq*D = {}, warm-up {}, median of {}\n",
              m.backend, m.dtype, m.threads, m.batch_tokens, m.model_dim, m.warmup, m.repeats);
+  fmt::print("rows are timed only, not checked (flashattn check checks accuracy)\n");
   fmt::print("{:>6} {:>4} {:>4} {:>4} {:>6} {:>6} | {:>10} {:>8} | {:>10} {:>8} {:>8} | {:>14} {:>14}\n",
              "N", "D", "B", "H", "causal", "mode", "flash ms", "TFLOP/s", "ref ms", "TFLOP/s",
              "speedup", "flash mem/thr", "ref mem/thr");
   std::fflush(stdout);
 }
 
-void print_bench_row(const BenchRow& r) {
+void print_bench_row(const BenchMeta& m, const BenchRow& r) {
+  const std::string flash_mem =
+      r.peak_known ? human_bytes(r.flash_peak_bytes_per_thread) : std::string("-");
+  if (!m.device.empty()) {
+    fmt::print("{:>6} {:>4} {:>4} {:>4} {:>6} {:>6} | {:>10.3f} {:>8.1f} | {:>12}\n", r.seqlen,
+               r.head_dim, r.batch, r.heads, r.causal ? "yes" : "no", r.mode, r.flash_ms,
+               r.flash_tflops, flash_mem);
+    std::fflush(stdout);
+    return;
+  }
   const auto ms = [](const std::optional<double>& v) {
     return v ? fmt::format("{:.2f}", *v) : std::string("-");
   };
@@ -74,7 +94,7 @@ void print_bench_row(const BenchRow& r) {
              r.flash_tflops, ms(r.ref_ms),
              r.ref_tflops ? fmt::format("{:.4f}", *r.ref_tflops) : std::string("-"),
              r.speedup ? fmt::format("{:.1f}x", *r.speedup) : std::string("-"),
-             human_bytes(r.flash_peak_bytes_per_thread), ref_mem);
+             flash_mem, ref_mem);
   if (!r.ref_skipped.empty()) fmt::print("       reference skipped: {}\n", r.ref_skipped);
   std::fflush(stdout);
 }
@@ -86,6 +106,9 @@ void write_bench_json(const std::string& path, const BenchMeta& m,
   j["host"] = host_name();
   j["command"] = g_command_line;
   j["backend"] = m.backend;
+  j["device"] = m.device.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.device);
+  j["timer"] = m.device.empty() ? "steady_clock" : "cuda_event";
+  j["checked"] = false;  // bench times; flashattn check checks
   j["dtype"] = m.dtype;
   j["threads"] = m.threads;
   j["batch_tokens"] = m.batch_tokens;
@@ -105,8 +128,9 @@ void write_bench_json(const std::string& path, const BenchMeta& m,
         {"repeats", r.repeats},
         {"flash_ms", r.flash_ms},
         {"flash_tflops", r.flash_tflops},
-        {"flash_peak_bytes", r.flash_peak_bytes},
-        {"flash_peak_bytes_per_thread", r.flash_peak_bytes_per_thread},
+        {"flash_peak_bytes", r.peak_known ? nlohmann::json(r.flash_peak_bytes) : nlohmann::json(nullptr)},
+        {"flash_peak_bytes_per_thread",
+         r.peak_known ? nlohmann::json(r.flash_peak_bytes_per_thread) : nlohmann::json(nullptr)},
         {"ref_ms", opt(r.ref_ms)},
         {"ref_tflops", opt(r.ref_tflops)},
         {"speedup", opt(r.speedup)},

@@ -10,12 +10,14 @@
 
 #include "accuracy.h"
 #include "attn_options.h"
+#include "backend_choice.h"
 #include "check_config.h"
 #include "commands.h"
 #include "errors.h"
 #include "host_tensor.h"
 #include "naive.h"
 #include "progress.h"
+#include "staging.h"
 
 namespace facli {
 
@@ -94,38 +96,58 @@ struct Trial {
     return o;
   }
 
-  void forward(const flashattn::Options& o, HostTensor& out, HostTensor& lse) {
+  // On the device (`on_device`) the call gets copies; the results come back to
+  // the host tensors either way.
+  void forward(const flashattn::Options& o, bool on_device, HostTensor& out, HostTensor& lse) {
     out = HostTensor::zeros(c.dtype, out_shape());
     lse = HostTensor::zeros(DType::f32, lse_shape());
-    const flashattn::TensorView lv = lse.view();
+    Staging st(on_device);
+    const flashattn::Options so = staged(st, o);
+    const flashattn::TensorView qv = st.in(q), kv = st.in(k), vv = st.in(v);
+    const flashattn::TensorView ov = st.out(out), lv = st.out(lse);
     if (c.packed)
-      flashattn::forward_varlen(q.view(), k.view(), v.view(), out.view(), &lv, varlen, o);
+      flashattn::forward_varlen(qv, kv, vv, ov, &lv, staged(st), so);
     else
-      flashattn::forward(q.view(), k.view(), v.view(), out.view(), &lv, o);
+      flashattn::forward(qv, kv, vv, ov, &lv, so);
+    st.finish();
   }
 
-  void backward(const flashattn::Options& o, HostTensor& out, HostTensor& lse, HostTensor& dq,
-                HostTensor& dk, HostTensor& dv) {
+  void backward(const flashattn::Options& o, bool on_device, HostTensor& out, HostTensor& lse,
+                HostTensor& dq, HostTensor& dk, HostTensor& dv) {
     dq = HostTensor::zeros(c.dtype, q.shape);
     dk = HostTensor::zeros(c.dtype, k.shape);
     dv = HostTensor::zeros(c.dtype, v.shape);
+    Staging st(on_device);
+    const flashattn::Options so = staged(st, o);
+    const flashattn::TensorView dov = st.in(dout), qv = st.in(q), kv = st.in(k), vv = st.in(v);
+    const flashattn::TensorView ov = st.in(out), lv = st.in(lse);
+    const flashattn::TensorView dqv = st.out(dq), dkv = st.out(dk), dvv = st.out(dv);
     if (c.packed)
-      flashattn::backward_varlen(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(),
-                                 dq.view(), dk.view(), dv.view(), varlen, o);
+      flashattn::backward_varlen(dov, qv, kv, vv, ov, lv, dqv, dkv, dvv, staged(st), so);
     else
-      flashattn::backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(),
-                          dq.view(), dk.view(), dv.view(), o);
+      flashattn::backward(dov, qv, kv, vv, ov, lv, dqv, dkv, dvv, so);
+    st.finish();
+  }
+
+ private:
+  flashattn::Options staged(Staging& st, flashattn::Options o) {
+    if (c.alibi) o.alibi_slopes = st.in(alibi);
+    return o;
+  }
+  flashattn::Varlen staged(Staging& st) {
+    return {st.in(cu_q), st.in(cu_k), varlen.max_seqlen_q, varlen.max_seqlen_k};
   }
 };
 
 std::vector<Verdict> run_trial(const CheckConfig& c, std::mt19937_64& rng,
                                flashattn::Backend backend, int threads) {
   Trial t(c, rng);
+  const bool dev = backend == flashattn::Backend::cuda;
   const flashattn::Options flash = t.options(backend, threads);
   const flashattn::Options ref = t.options(flashattn::Backend::reference, threads);
   HostTensor out_f, lse_f, out_r, lse_r;
-  t.forward(flash, out_f, lse_f);
-  t.forward(ref, out_r, lse_r);
+  t.forward(flash, dev, out_f, lse_f);
+  t.forward(ref, false, out_r, lse_r);
 
   const std::vector<float> qf = t.q.to_float(), kf = t.k.to_float(), vf = t.v.to_float();
   const std::vector<float> af = c.alibi ? t.alibi.to_float() : std::vector<float>{};
@@ -151,8 +173,8 @@ std::vector<Verdict> run_trial(const CheckConfig& c, std::mt19937_64& rng,
   if (!c.backward) return verdicts;
 
   HostTensor dq_f, dk_f, dv_f, dq_r, dk_r, dv_r;
-  t.backward(flash, out_f, lse_f, dq_f, dk_f, dv_f);
-  t.backward(ref, out_r, lse_r, dq_r, dk_r, dv_r);
+  t.backward(flash, dev, out_f, lse_f, dq_f, dk_f, dv_f);
+  t.backward(ref, false, out_r, lse_r, dq_r, dk_r, dv_r);
   const NaiveBackward ng = naive_backward(c, nin, naive.out, t.dout.to_float());
   struct Grad {
     const char* name;
@@ -174,7 +196,7 @@ std::vector<Verdict> run_trial(const CheckConfig& c, std::mt19937_64& rng,
   }
   if (c.deterministic) {  // bitwise identical on a second run
     HostTensor dq2, dk2, dv2;
-    t.backward(flash, out_f, lse_f, dq2, dk2, dv2);
+    t.backward(flash, dev, out_f, lse_f, dq2, dk2, dv2);
     const bool same = dq2.data == dq_f.data && dk2.data == dk_f.data && dv2.data == dv_f.data;
     verdicts.push_back({"deterministic", same ? 0.0 : 1.0, 0.0});
   }
@@ -195,11 +217,23 @@ std::string summarize(const std::vector<Verdict>& vs, bool failures_only) {
   return s;
 }
 
+// auto: cuda when a GPU is visible (the trials then draw what it runs), else cpu.
+flashattn::Backend checked_backend(const std::string& name) {
+  const flashattn::Backend b = parse_backend(name);
+  if (b != flashattn::Backend::automatic) return b;
+  return flashattn::cuda_available() ? flashattn::Backend::cuda : flashattn::Backend::cpu;
+}
+
 int run_check(const CheckArgs& a) {
-  const flashattn::Backend backend = parse_backend(a.backend);
+  const flashattn::Backend backend = checked_backend(a.backend);
+  const bool cuda = backend == flashattn::Backend::cuda;
+  const std::string name = a.backend == "auto"
+                               ? fmt::format("{} (auto)", flashattn::to_string(backend))
+                               : a.backend;
   const uint64_t seed = parse_uint64(a.seed, "--seed");
   const auto t0 = std::chrono::steady_clock::now();
-  int passed = 0, failed = 0;
+  int passed = 0, failed = 0, no_kernel = 0;
+  bool no_backward = false;
   const int64_t first = a.only_trial >= 0 ? a.only_trial : 0;
   const int64_t last = a.only_trial >= 0 ? a.only_trial + 1 : a.trials;
   Progress progress(static_cast<int>(last - first), a.progress);
@@ -207,7 +241,16 @@ int run_check(const CheckArgs& a) {
     progress.update(static_cast<int>(trial - first), fmt::format("trial {}", trial));
     // One generator per trial, so `--trial N` reproduces trial N of any run.
     std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(trial));
-    const CheckConfig c = random_config(rng, a.max_seqlen);
+    CheckConfig c = random_config(rng, a.max_seqlen, cuda ? ConfigSpace::cuda : ConfigSpace::any);
+    if (cuda && !cuda_runs(c.dtype, c.dqk, c.dv, false)) {
+      ++no_kernel;  // a build without every kernel (FLASHATTN_CUDA_HEAD_DIMS / _DTYPES)
+      if (a.verbose) fmt::print("skipped trial {}: {} | no cuda kernel in this build\n", trial, c.describe());
+      continue;
+    }
+    if (cuda && c.backward && !cuda_runs(c.dtype, c.dqk, c.dv, true)) {
+      c.backward = c.deterministic = false;  // the library refused a tiny backward
+      no_backward = true;
+    }
     std::string line;
     bool ok = true;
     try {
@@ -216,12 +259,19 @@ int run_check(const CheckArgs& a) {
       if (!ok) line = summarize(vs, true);
       else if (a.verbose) line = summarize(vs, false);
     } catch (const flashattn::Error& e) {
-      if (e.argument() == "backend") {
+      if (e.argument() == "backend" || e.kind() == flashattn::ErrorKind::runtime) {
         progress.finish();
+        fmt::print("FAIL trial {}: {} | {}\n", trial, c.describe(), e.what());
+        std::fflush(stdout);
         rethrow_library_error(e, {{"backend", "--backend"}});
       }
       ok = false;
       line = fmt::format(" refused: {}", e.what());
+    } catch (const RunFailure& e) {  // a CUDA error: later trials could not be trusted
+      progress.finish();
+      fmt::print("FAIL trial {}: {} | {}\n", trial, c.describe(), e.what());
+      std::fflush(stdout);
+      throw;
     }
     ok ? ++passed : ++failed;
     if (!line.empty()) {
@@ -233,11 +283,14 @@ int run_check(const CheckArgs& a) {
   progress.finish();
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  fmt::print("{} passed, {} failed ({:.1f} s, backend {} vs reference, seed {})\n", passed, failed,
-             secs, a.backend, a.seed);
+  std::string notes;
+  if (no_backward) notes += "; backward: not available on cuda yet, skipped";
+  if (no_kernel) notes += fmt::format("; {} trials skipped: no cuda kernel in this build", no_kernel);
+  fmt::print("{} passed, {} failed ({:.1f} s, backend {} vs reference, seed {}{})\n", passed, failed,
+             secs, name, a.seed, notes);
   if (failed > 0)
     fmt::print("reproduce one with: flashattn check --backend {} --seed {} --max-seqlen {} --trial N -v\n",
-               a.backend, a.seed, a.max_seqlen);
+               flashattn::to_string(backend), a.seed, a.max_seqlen);
   return failed == 0 ? 0 : 1;
 }
 
@@ -253,6 +306,11 @@ Command add_check_command(CLI::App& root) {
       "GQA/MQA, causal, windows, fully masked rows, softcap, "
       "ALiBi [Hq] and [B, Hq], dropout, packed varlen with empty sequences, Dv != Dqk, large "
       "scores, forward and backward.\n"
+      "On cuda: fp16/bf16 only, head dims multiples of 8 up to 256 (the kernel sizes "
+      "64/96/128/192/256 and sizes padded up to them, e.g. 40, 72, 136), inputs copied to the GPU "
+      "and results back, compared on the host; the backward only where the library's cuda backend "
+      "has one (else the summary says it was skipped), trials without a kernel in this build "
+      "skipped and counted.\n"
       "Accuracy rule (R = max|ref|, max|s| = largest |scale q.k| or final logit): fp32 out: "
       "max|err| <= 1e-5 max(1, R) + 2e-7 max|s| R; fp32 gradients: 1e-4 max(1, R) + "
       "2e-6 max|s| R. fp16/bf16 out: 2x the error of a naive computation in that dtype (S rounded "
@@ -264,7 +322,8 @@ Command add_check_command(CLI::App& root) {
       "fixed bounds no longer describe what any fp32 code can do. LSE (fp32 always): "
       "1e-5 max(1, R) + 2e-7 max|s|. Deterministic backwards must be bitwise reproducible. "
       "Prints one line per failure and exits 1 if any failed.");
-  add_backend_option(*app, args->backend, "; the backend checked");
+  add_backend_option(*app, args->backend,
+                     ". The backend checked; here auto is cuda whenever a GPU is visible");
   app->add_option("--trials", args->trials, "number of random configurations")
       ->capture_default_str()
       ->check(CLI::Range(0, 100000000));

@@ -79,18 +79,27 @@ int64_t random_length(std::mt19937_64& rng, int64_t max_len) {
   return uniform(rng, 1, max_len);
 }
 
-int64_t random_head_dim(std::mt19937_64& rng) {
+int64_t random_head_dim(std::mt19937_64& rng, ConfigSpace space) {
+  if (space == ConfigSpace::cuda) {
+    // The kernel sizes (64/96/128/192/256) and dims padded up to them.
+    static const int64_t dims[] = {8, 32, 40, 64, 64, 72, 96, 128, 128, 136, 160, 192, 200, 256};
+    return dims[uniform(rng, 0, 13)];
+  }
   static const int64_t dims[] = {8, 16, 32, 40, 64, 64, 96, 128, 3, 13};
   return dims[uniform(rng, 0, 9)];
 }
 
+// About half of d, still a multiple of 8 (for the cuda space).
+int64_t halve_by_8(int64_t d) { return std::max<int64_t>(8, d / 16 * 8); }
+
 }  // namespace
 
-CheckConfig random_config(std::mt19937_64& rng, int64_t max_seqlen) {
+CheckConfig random_config(std::mt19937_64& rng, int64_t max_seqlen, ConfigSpace space) {
   using flashattn::DType;
+  const bool cuda = space == ConfigSpace::cuda;
   CheckConfig c;
   static const DType dtypes[] = {DType::f32, DType::f16, DType::bf16};
-  c.dtype = dtypes[uniform(rng, 0, 2)];
+  c.dtype = cuda ? dtypes[uniform(rng, 1, 2)] : dtypes[uniform(rng, 0, 2)];
   c.packed = chance(rng, 0.3);
   c.batch = uniform(rng, 1, c.packed ? 4 : 3);
   const int64_t max_len = std::max<int64_t>(1, max_seqlen);
@@ -107,8 +116,8 @@ CheckConfig random_config(std::mt19937_64& rng, int64_t max_seqlen) {
   c.heads_kv = uniform(rng, 1, 3);
   static const int64_t groups[] = {1, 1, 2, 4};  // 1: MHA, >1: GQA (MQA when heads_kv = 1)
   c.heads_q = c.heads_kv * groups[uniform(rng, 0, 3)];
-  c.dqk = random_head_dim(rng);
-  c.dv = chance(rng, 0.7) ? c.dqk : random_head_dim(rng);
+  c.dqk = random_head_dim(rng, space);
+  c.dv = chance(rng, 0.7) ? c.dqk : random_head_dim(rng, space);
   if (chance(rng, 0.15)) c.scale = std::uniform_real_distribution<float>(0.05f, 2.f)(rng);
   if (chance(rng, 0.08)) c.q_sigma = std::uniform_real_distribution<float>(50.f, 300.f)(rng);
   c.causal = chance(rng, 0.3);
@@ -140,6 +149,16 @@ CheckConfig random_config(std::mt19937_64& rng, int64_t max_seqlen) {
     c.heads_kv = 1;
   }
   while (work() > 5e7 && c.heads_q > 1) c.heads_q /= 2;
+  if (cuda) {
+    // Fewer sequences before smaller dims: the GPU's interest is long ones.
+    while (work() > 5e7 && c.batch > 1) {
+      --c.batch;
+      c.len_q.pop_back();
+      c.len_k.pop_back();
+    }
+    while (work() > 5e7 && std::max(c.dqk, c.dv) > 8) c.dqk = halve_by_8(c.dqk), c.dv = halve_by_8(c.dv);
+    return c;
+  }
   while (work() > 5e7 && c.dqk > 16) c.dqk /= 2, c.dv = std::max<int64_t>(8, c.dv / 2);
   return c;
 }

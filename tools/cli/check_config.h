@@ -44,6 +44,12 @@ struct CheckConfig {
   std::string describe() const;
 };
 
-CheckConfig random_config(std::mt19937_64& rng, int64_t max_seqlen);
+// What random_config may draw. any: every dtype and head dim (the CPU backends).
+// cuda: fp16/bf16, head dims multiples of 8 up to 256 (every kernel size, the
+// odd ones that pad up to the next, Dv != Dqk), the rest as for any.
+enum class ConfigSpace { any, cuda };
+
+CheckConfig random_config(std::mt19937_64& rng, int64_t max_seqlen,
+                          ConfigSpace space = ConfigSpace::any);
 
 }  // namespace facli

@@ -31,6 +31,8 @@ void rethrow_library_error(const flashattn::Error& e, const ArgLabels& labels) {
     auto it = labels.find(e.argument());
     where = it != labels.end() ? it->second : "argument '" + e.argument() + "'";
   }
+  if (e.kind() == flashattn::ErrorKind::runtime)
+    throw RunFailure(where.empty() ? msg : where + ": " + msg);
   throw CliError(where, msg);
 }
 

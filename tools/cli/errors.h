@@ -18,6 +18,13 @@ class CliError : public std::runtime_error {
       : std::runtime_error(where.empty() ? message : where + ": " + message) {}
 };
 
+// A failure while running, not the user's fault (a CUDA error, device memory
+// exhausted): reported as one line like a CliError, but with exit code 1.
+class RunFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // Names under which the library's argument names are shown to the user:
 // "q" -> "--q 'q.npy'", "dropout_p" -> "--dropout", ...
 using ArgLabels = std::map<std::string, std::string>;
@@ -29,7 +36,8 @@ ArgLabels option_labels();
 std::string file_label(const std::string& option, const std::string& path);
 
 // Turns a library refusal into a CliError that names the option or file instead
-// of the library's argument name.
+// of the library's argument name; a runtime failure (ErrorKind::runtime) into a
+// RunFailure.
 [[noreturn]] void rethrow_library_error(const flashattn::Error& e, const ArgLabels& labels);
 
 // Runs `f`, turning a flashattn::Error into a CliError naming the option or file.

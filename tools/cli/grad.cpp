@@ -1,11 +1,13 @@
 // `flashattn grad`: the backward on .npy files. The forward's out and LSE are
-// read when given, otherwise computed first (in memory, not written).
+// read when given, otherwise computed first (in memory, not written). The cuda
+// backend works on device copies, like `run`.
 #include <memory>
 
 #include "commands.h"
 #include "errors.h"
 #include "inputs.h"
 #include "output_files.h"
+#include "staged_inputs.h"
 
 namespace facli {
 
@@ -28,14 +30,17 @@ int run_backward_files(const GradArgs& a) {
 
   AttnInputs in;
   load_attn_inputs(a.files, a.attn, in);
+  in.options.backend = choose_backend(in.options.backend, in.dtype, in.q.shape.back(),
+                                      in.v.shape.back(), /*backward=*/true);
   HostTensor dout = load_like_input("--dout", a.dout, in);
   in.labels["dout"] = file_label("--dout", a.dout);
   in.labels["dq"] = file_label("--dq", a.dq);
   in.labels["dk"] = file_label("--dk", a.dk);
   in.labels["dv"] = file_label("--dv", a.dv);
 
+  const bool given = !a.out.empty();
   HostTensor out, lse;
-  if (!a.out.empty()) {
+  if (given) {
     out = load_like_input("--out", a.out, in);
     lse = load_lse("--lse", a.lse, in);
     in.labels["out"] = file_label("--out", a.out);
@@ -45,27 +50,31 @@ int run_backward_files(const GradArgs& a) {
     lse = HostTensor::zeros(flashattn::DType::f32, in.lse_shape());
     in.labels["out"] = "the forward's out";
     in.labels["lse"] = "the forward's LSE";
-    call_library(in.labels, [&] {
-      const flashattn::TensorView lv = lse.view();
-      if (in.packed)
-        flashattn::forward_varlen(in.q.view(), in.k.view(), in.v.view(), out.view(), &lv,
-                                  in.varlen, in.options);
-      else
-        flashattn::forward(in.q.view(), in.k.view(), in.v.view(), out.view(), &lv, in.options);
-    });
   }
-
   dq = HostTensor::zeros(in.dtype, in.q.shape);
   dk = HostTensor::zeros(in.dtype, in.k.shape);
   dv = HostTensor::zeros(in.dtype, in.v.shape);
+
+  // On the device, the forward's out and LSE stay there for the backward.
+  Staging st(in.options.backend == flashattn::Backend::cuda);
   call_library(in.labels, [&] {
+    const AttnViews x = stage_inputs(st, in);
+    const flashattn::TensorView dov = st.in(dout);
+    const flashattn::TensorView ov = given ? st.in(out) : st.out(out);
+    const flashattn::TensorView lv = given ? st.in(lse) : st.out(lse);
+    if (!given) {
+      if (in.packed)
+        flashattn::forward_varlen(x.q, x.k, x.v, ov, &lv, x.varlen, x.options);
+      else
+        flashattn::forward(x.q, x.k, x.v, ov, &lv, x.options);
+    }
+    const flashattn::TensorView dqv = st.out(dq), dkv = st.out(dk), dvv = st.out(dv);
     if (in.packed)
-      flashattn::backward_varlen(dout.view(), in.q.view(), in.k.view(), in.v.view(), out.view(),
-                                 lse.view(), dq.view(), dk.view(), dv.view(), in.varlen, in.options);
+      flashattn::backward_varlen(dov, x.q, x.k, x.v, ov, lv, dqv, dkv, dvv, x.varlen, x.options);
     else
-      flashattn::backward(dout.view(), in.q.view(), in.k.view(), in.v.view(), out.view(),
-                          lse.view(), dq.view(), dk.view(), dv.view(), in.options);
+      flashattn::backward(dov, x.q, x.k, x.v, ov, lv, dqv, dkv, dvv, x.options);
   });
+  st.finish();
   write_outputs(outputs);
   return 0;
 }

@@ -5,6 +5,7 @@
 #include <flashattn/flashattn.h>
 
 #include "commands.h"
+#include "device.h"
 
 namespace facli {
 
@@ -12,8 +13,13 @@ namespace {
 
 int run_info() {
   fmt::print("flashattn {}\n", flashattn::version());
-  fmt::print("backends: reference (float64 oracle), cpu (flash, OpenMP), cuda ({})\n",
-             flashattn::cuda_available() ? "available" : "not available");
+#if defined(FLASHATTN_WITH_CUDA)
+  const std::string cuda = flashattn::cuda_available() ? "available: " + device_name()
+                                                       : "built, but no CUDA device is visible";
+#else
+  const std::string cuda = "not in this build";
+#endif
+  fmt::print("backends: reference (float64 oracle), cpu (flash, OpenMP), cuda ({})\n", cuda);
   fmt::print("OpenMP max threads: {}\n", omp_get_max_threads());
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();

@@ -22,11 +22,16 @@
 // [B, Hq]), --dropout P, --seed S, --offset O, --cu-seqlens-q/k CU.npy,
 // --max-seqlen-q/k N, --deterministic, --threads N.
 //
+// Backends: cuda (and auto, where the GPU runs the problem: fp16/bf16, head dims
+// multiples of 8 up to 256) copies the tensors to GPU memory and the results
+// back (staging.h); the CPU backends work on the host tensors themselves.
+//
 // Every input is read and the whole computation done in memory before any output
 // is written (through temporary files renamed at the end). Exit codes: 0 success;
 // 2 a user error (bad file, dtype, shape or option; a flashattn::Error), reported
 // as one line "flashattn: <what is at fault>: <why>" with no output written;
-// 1 an unexpected failure, or `check` found a mismatch.
+// 1 a failure while running (a CUDA error, out of memory; one line too), an
+// unexpected failure, or `check` found a mismatch.
 #include <cstdio>
 #include <exception>
 #include <new>
@@ -78,9 +83,12 @@ int main(int argc, char** argv) {
   } catch (const facli::CliError& e) {
     report(e.what());
     return 2;
+  } catch (const facli::RunFailure& e) {
+    report(e.what());
+    return 1;
   } catch (const flashattn::Error& e) {
     std::fprintf(stderr, "%s\n", e.what());  // already starts with "flashattn: "
-    return 2;
+    return e.kind() == flashattn::ErrorKind::runtime ? 1 : 2;
   } catch (const std::bad_alloc&) {
     report("out of memory");
     return 1;

@@ -1,9 +1,11 @@
-// `flashattn run`: the forward on .npy files.
+// `flashattn run`: the forward on .npy files, on the host or, for the cuda
+// backend, on device copies.
 #include <memory>
 
 #include "commands.h"
 #include "inputs.h"
 #include "output_files.h"
+#include "staged_inputs.h"
 
 namespace facli {
 
@@ -23,18 +25,22 @@ int run_forward_files(const RunArgs& a) {
 
   AttnInputs in;
   load_attn_inputs(a.files, a.attn, in);
+  in.options.backend = choose_backend(in.options.backend, in.dtype, in.q.shape.back(),
+                                      in.v.shape.back(), /*backward=*/false);
   out = HostTensor::zeros(in.dtype, in.out_shape());
   lse = HostTensor::zeros(flashattn::DType::f32, in.lse_shape());
   in.labels["out"] = file_label("--out", a.out);
   in.labels["lse"] = a.lse.empty() ? "the LSE" : file_label("--lse", a.lse);
+  Staging st(in.options.backend == flashattn::Backend::cuda);
   call_library(in.labels, [&] {
-    const flashattn::TensorView lv = lse.view();
+    const AttnViews x = stage_inputs(st, in);
+    const flashattn::TensorView ov = st.out(out), lv = st.out(lse);
     if (in.packed)
-      flashattn::forward_varlen(in.q.view(), in.k.view(), in.v.view(), out.view(), &lv, in.varlen,
-                                in.options);
+      flashattn::forward_varlen(x.q, x.k, x.v, ov, &lv, x.varlen, x.options);
     else
-      flashattn::forward(in.q.view(), in.k.view(), in.v.view(), out.view(), &lv, in.options);
+      flashattn::forward(x.q, x.k, x.v, ov, &lv, x.options);
   });
+  st.finish();
   write_outputs(outputs);
   return 0;
 }

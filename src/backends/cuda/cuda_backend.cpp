@@ -100,9 +100,6 @@ void cuda_check(const FwdParams& p, bool backward) {
     throw Error(ErrorKind::unsupported, "backend",
                 "the cuda backend needs compute capability 8.0 or newer (A100, RTX 30xx, H100), "
                 "cuda:" + std::to_string(device) + " has " + std::to_string(major) + ".x");
-  if (backward)
-    throw Error(ErrorKind::unsupported, "backend",
-                "the cuda backend has no backward pass yet; run the backward with backend='cpu'");
   if (p.dtype != DType::f16 && p.dtype != DType::bf16)
     throw Error(ErrorKind::type, "q",
                 std::string("the cuda backend computes float16 and bfloat16, got ") +
@@ -132,6 +129,23 @@ void cuda_check(const FwdParams& p, bool backward) {
   check_alignment("k", p.k, e, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
   check_alignment("v", p.v, e, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
   check_alignment("out", p.out, e, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
+  for (int64_t rs : {p.q_row_stride, p.k_row_stride, p.v_row_stride, p.o_row_stride})
+    if (rs >= (int64_t(1) << 24))
+      throw Error(ErrorKind::value, "q", "row strides above 2^24 elements are not supported on cuda");
+  if (backward) {
+    const auto& b = static_cast<const BwdParams&>(p);
+    check_device_pointer("dout", b.dout, device);
+    check_device_pointer("dq", b.dq, device);
+    check_device_pointer("dk", b.dk, device);
+    check_device_pointer("dv", b.dv, device);
+    check_alignment("dout", b.dout, e, b.do_batch_stride, b.do_row_stride, b.do_head_stride);
+    check_alignment("dq", b.dq, e, b.dq_batch_stride, b.dq_row_stride, b.dq_head_stride);
+    check_alignment("dk", b.dk, e, b.dk_batch_stride, b.dk_row_stride, b.dk_head_stride);
+    check_alignment("dv", b.dv, e, b.dv_batch_stride, b.dv_row_stride, b.dv_head_stride);
+    for (int64_t rs : {b.do_row_stride, b.dq_row_stride, b.dk_row_stride, b.dv_row_stride})
+      if (rs >= (int64_t(1) << 24))
+        throw Error(ErrorKind::value, "dout", "row strides above 2^24 elements are not supported on cuda");
+  }
 }
 
 void cuda_forward(const FwdParams& p) {
@@ -146,8 +160,25 @@ void cuda_forward(const FwdParams& p) {
     throw Error(ErrorKind::runtime, "", "CUDA forward launch failed: " + cuda_message(err));
 }
 
-void cuda_backward(const BwdParams&) {
-  throw Error(ErrorKind::unsupported, "backend", "the cuda backend has no backward pass yet");
+void cuda_backward(const BwdParams& p) {
+  DeviceGuard guard(p.device.index);
+  BwdKernelParams kp;
+  static_cast<BwdParams&>(kp) = p;
+  if (p.dropout_p > 0.f) kp.rng = DropoutRng::make(p.seed, p.offset, p.dropout_p);
+  constexpr float kLog2e = 1.4426950408889634f;
+  kp.scale_log2 = needs_score_mods(p) ? kLog2e : p.softmax_scale * kLog2e;
+  // d_i = dO_i . O_i scratch: stream-ordered, so the call stays capturable in a graph.
+  const auto stream = static_cast<cudaStream_t>(p.stream);
+  const int64_t rows = p.is_varlen() ? p.total_q : p.batch * p.seqlen_q;
+  const size_t bytes = static_cast<size_t>(std::max<int64_t>(1, p.heads_q * rows)) * sizeof(float);
+  cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&kp.row_dot), bytes, stream);
+  if (err != cudaSuccess)
+    throw Error(ErrorKind::runtime, "", "CUDA backward could not get " + std::to_string(bytes) +
+                                            " bytes of scratch: " + cuda_message(err));
+  err = sm80::backward(kp, stream);
+  cudaFreeAsync(kp.row_dot, stream);
+  if (err != cudaSuccess)
+    throw Error(ErrorKind::runtime, "", "CUDA backward launch failed: " + cuda_message(err));
 }
 
 }  // namespace flashattn::detail

@@ -25,3 +25,13 @@ inline bool needs_score_mods(const FwdParams& p) {
 }
 
 }  // namespace flashattn::detail
+
+namespace flashattn::detail {
+
+struct BwdKernelParams : BwdParams {
+  DropoutRng rng;
+  float scale_log2 = 0.f;      // as in FwdKernelParams
+  float* row_dot = nullptr;    // d_i = dO_i . O_i, laid out like a contiguous LSE
+};
+
+}  // namespace flashattn::detail

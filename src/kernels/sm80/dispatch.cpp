@@ -1,7 +1,8 @@
 // (head dim, dtype) -> the instantiated sm80 kernel. Head dims are rounded up to
 // the next compiled one; predicated loads zero the padding. A build may drop
 // head dims or dtypes (FLASHATTN_CUDA_HEAD_DIMS / FLASHATTN_CUDA_DTYPES); CMake
-// defines FLASHATTN_SM80_FWD_<dim>_<DTYPE> for each instantiation it compiles.
+// defines FLASHATTN_SM80_<dim>_<DTYPE> for each (head dim, dtype) it compiles
+// (a forward and a backward file each).
 #include <algorithm>
 #include <type_traits>
 
@@ -18,34 +19,34 @@ using fp16 = cutlass::half_t;
 template <int D, typename T>
 constexpr bool kCompiled = false;
 #define FA_COMPILED(D, T) template <> constexpr bool kCompiled<D, T> = true;
-#ifdef FLASHATTN_SM80_FWD_64_BF16
+#ifdef FLASHATTN_SM80_64_BF16
 FA_COMPILED(64, bf16)
 #endif
-#ifdef FLASHATTN_SM80_FWD_96_BF16
+#ifdef FLASHATTN_SM80_96_BF16
 FA_COMPILED(96, bf16)
 #endif
-#ifdef FLASHATTN_SM80_FWD_128_BF16
+#ifdef FLASHATTN_SM80_128_BF16
 FA_COMPILED(128, bf16)
 #endif
-#ifdef FLASHATTN_SM80_FWD_192_BF16
+#ifdef FLASHATTN_SM80_192_BF16
 FA_COMPILED(192, bf16)
 #endif
-#ifdef FLASHATTN_SM80_FWD_256_BF16
+#ifdef FLASHATTN_SM80_256_BF16
 FA_COMPILED(256, bf16)
 #endif
-#ifdef FLASHATTN_SM80_FWD_64_FP16
+#ifdef FLASHATTN_SM80_64_FP16
 FA_COMPILED(64, fp16)
 #endif
-#ifdef FLASHATTN_SM80_FWD_96_FP16
+#ifdef FLASHATTN_SM80_96_FP16
 FA_COMPILED(96, fp16)
 #endif
-#ifdef FLASHATTN_SM80_FWD_128_FP16
+#ifdef FLASHATTN_SM80_128_FP16
 FA_COMPILED(128, fp16)
 #endif
-#ifdef FLASHATTN_SM80_FWD_192_FP16
+#ifdef FLASHATTN_SM80_192_FP16
 FA_COMPILED(192, fp16)
 #endif
-#ifdef FLASHATTN_SM80_FWD_256_FP16
+#ifdef FLASHATTN_SM80_256_FP16
 FA_COMPILED(256, fp16)
 #endif
 #undef FA_COMPILED
@@ -59,16 +60,22 @@ int bucket_for(int d) {
   return 0;
 }
 
-template <typename T, int I = 0>
-cudaError_t run_bucket(int bucket, const FwdKernelParams& p, cudaStream_t s) {
+// Runs Launch<D, T> for the compiled D equal to `bucket`.
+template <typename T, int I = 0, typename Launch>
+cudaError_t run_bucket(int bucket, const Launch& launch) {
   if constexpr (I == 5) {
     return cudaErrorNotSupported;
   } else {
     constexpr int D = kHeadDims[I];
     if constexpr (kCompiled<D, T>)
-      if (bucket == D) return run_fwd<D, T>(p, s);
-    return run_bucket<T, I + 1>(bucket, p, s);
+      if (bucket == D) return launch(std::integral_constant<int, D>{}, T{});
+    return run_bucket<T, I + 1>(bucket, launch);
   }
+}
+
+template <typename Launch>
+cudaError_t run_dtype(const FwdParams& p, int bucket, const Launch& launch) {
+  return p.dtype == DType::bf16 ? run_bucket<bf16>(bucket, launch) : run_bucket<fp16>(bucket, launch);
 }
 
 int padded_dim(const FwdParams& p) { return static_cast<int>(std::max(p.head_dim_qk, p.head_dim_v)); }
@@ -80,9 +87,15 @@ int forward_head_dim(const FwdParams& p) {
 }
 
 cudaError_t forward(const FwdKernelParams& p, cudaStream_t stream) {
-  const int bucket = forward_head_dim(p);
-  return p.dtype == DType::bf16 ? run_bucket<bf16>(bucket, p, stream)
-                                : run_bucket<fp16>(bucket, p, stream);
+  return run_dtype(p, forward_head_dim(p), [&](auto dim, auto elem) {
+    return run_fwd<decltype(dim)::value, decltype(elem)>(p, stream);
+  });
+}
+
+cudaError_t backward(const BwdKernelParams& p, cudaStream_t stream) {
+  return run_dtype(p, forward_head_dim(p), [&](auto dim, auto elem) {
+    return run_bwd<decltype(dim)::value, decltype(elem)>(p, stream);
+  });
 }
 
 }  // namespace flashattn::sm80

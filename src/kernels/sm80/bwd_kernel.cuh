@@ -1,0 +1,437 @@
+// The sm80 backward: probabilities are recomputed from the saved LSE, never
+// stored in global memory. Three launches, each output element written by one
+// thread block, so the gradients are bitwise reproducible without atomics:
+//   row_dot_kernel: d_i = dO_i . O_i (fp32 scratch, O(Sq) per head);
+//   dkdv_kernel:    per (kv head, key tile): dV += P^T dO, dK += dS^T Q over the
+//                   visible query tiles of every query head in the group;
+//   dq_kernel:      per (query head, query tile): dQ += dS K over visible keys.
+// dS and P are recomputed in both (7 tile products instead of 5): the price of
+// no fp32 dQ accumulator in global memory and no atomics.
+#pragma once
+
+#include <cmath>
+
+#include "kernels/common/kernel_params.h"
+#include "kernels/common/mask.h"
+#include "kernels/common/seqlen.h"
+#include "kernels/sm80/bwd_traits.h"
+#include "kernels/sm80/tile_utils.cuh"
+
+namespace flashattn::sm80 {
+
+using detail::BwdKernelParams;
+
+// Row slot of query row i of head h in sequence b, in LSE order ([B, Hq, Sq] or
+// [Hq, total_q], contiguous): where d_i lives.
+__device__ __forceinline__ int64_t row_slot(const BwdKernelParams& p, const detail::SeqLen& sl,
+                                            int b, int h, int i) {
+  return p.cu_seqlens_q != nullptr ? int64_t(h) * p.total_q + sl.q_offset + i
+                                   : (int64_t(b) * p.heads_q + h) * p.seqlen_q + i;
+}
+
+// d_i = dO_i . O_i, one warp per row, 16-byte loads.
+template <typename Element>
+__global__ void row_dot_kernel(const __grid_constant__ BwdKernelParams p) {
+  const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const detail::SeqLen sl(p, b);
+  const int i = warp;
+  if (i >= sl.seqlen_q) return;
+  const auto* o = static_cast<const Element*>(p.out) + sl.q_row(b, p.o_batch_stride, p.o_row_stride, p.o_head_stride, h, i);
+  const auto* d = static_cast<const Element*>(p.dout) + sl.q_row(b, p.do_batch_stride, p.do_row_stride, p.do_head_stride, h, i);
+  float acc = 0.f;
+  for (int c = lane * 8; c < p.head_dim_v; c += 32 * 8) {
+    const uint4 ov = *reinterpret_cast<const uint4*>(o + c);
+    const uint4 dv = *reinterpret_cast<const uint4*>(d + c);
+    const Element* oe = reinterpret_cast<const Element*>(&ov);
+    const Element* de = reinterpret_cast<const Element*>(&dv);
+    CUTE_UNROLL
+    for (int e = 0; e < 8; ++e) acc += float(oe[e]) * float(de[e]);
+  }
+  CUTE_UNROLL
+  for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffff, acc, off);
+  if (lane == 0) p.row_dot[row_slot(p, sl, b, h, i)] = acc;
+}
+
+// The score gradient of one (query i, key j): from the raw q.k and dO.v
+// accumulators to the dropped-out probability (for dV) and dS * scale (for dQ,
+// dK). p is exactly 0 for masked scores, and then so is dS.
+template <bool kMods>
+__device__ __forceinline__ void score_grad(const BwdKernelParams& p, float qk, float dp,
+                                           float lse_log2, float d, float slope, int i, int j,
+                                           int diag_offset, bool visible, bool keep, float& p_out,
+                                           float& ds_out) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  float x = qk, dtanh = 1.f;
+  if constexpr (kMods) {
+    x *= p.softmax_scale;
+    if (p.softcap > 0.f) {
+      const float t = tanhf(x / p.softcap);
+      x = p.softcap * t;
+      dtanh = 1.f - t * t;
+    }
+    if (p.alibi_slopes) x -= slope * float(abs(i + diag_offset - j));
+    x *= kLog2e;
+  } else {
+    x *= p.scale_log2;
+  }
+  const float prob = visible ? exp2f(x - lse_log2) : 0.f;
+  float pd = prob;
+  if (kMods && p.dropout_p > 0.f) {
+    pd = keep ? prob * p.rng.keep_scale : 0.f;
+    dp = keep ? dp * p.rng.keep_scale : 0.f;
+  }
+  p_out = pd;
+  ds_out = prob == 0.f ? 0.f : prob * (dp - d) * dtanh * p.softmax_scale;
+}
+
+// LSE in log2 units for the exp2 above; a row that saw no key (-inf) becomes
+// +inf so all of its probabilities are 0.
+__device__ __forceinline__ float lse_log2_of(float lse) {
+  return lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
+}
+
+template <typename Traits, bool kMods>
+__global__ void __launch_bounds__(Traits::kThreadsKV, 1)
+    dkdv_kernel(const __grid_constant__ BwdKernelParams p) {
+  using Element = typename Traits::Element;
+  constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kHeadDim = Traits::kHeadDim;
+  constexpr int kThreads = Traits::kThreadsKV;
+  using TileKV = Shape<Int<kBlockN>, Int<kHeadDim>>;
+  using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
+  extern __shared__ __align__(128) char smem[];
+  const int tidx = threadIdx.x;
+  const int n_block = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
+
+  const detail::SeqLen sl(p, b);
+  const int seqlen_q = int(sl.seqlen_q), seqlen_k = int(sl.seqlen_k);
+  const int c0 = n_block * kBlockN;
+  if (c0 >= seqlen_k) return;
+  const detail::Mask mask(seqlen_q, seqlen_k, p.window_left, p.window_right);
+  const int c_last = min(c0 + kBlockN, seqlen_k) - 1;
+  const int r_begin = int(mask.row_begin(c0)), r_end = int(mask.row_end(c_last));
+  const int m_block_min = r_begin / kBlockM;
+  const int m_block_max = r_end > r_begin ? (r_end + kBlockM - 1) / kBlockM : m_block_min;
+  const int group = int(p.heads_q / p.heads_kv);
+  const int diag_offset = seqlen_k - seqlen_q;
+
+  using SmemKV = typename Traits::template SmemRows<kBlockN>;
+  using SmemQ = typename Traits::template SmemRows<kBlockM>;
+  Tensor sK = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), SmemKV{});
+  Tensor sV = make_tensor(sK.data() + size(sK), SmemKV{});
+  Tensor sQ = make_tensor(sV.data() + size(sV), SmemQ{});
+  Tensor sdO = make_tensor(sQ.data() + size(sQ), SmemQ{});
+  Tensor sP = make_tensor(sdO.data() + size(sdO), typename Traits::SmemLayoutPdS{});
+  Tensor sdS = make_tensor(sP.data() + size(sP), typename Traits::SmemLayoutPdS{});
+  float* s_lse = reinterpret_cast<float*>((sdS.data() + size(sdS)).get());
+  float* s_d = s_lse + kBlockM;
+  Tensor sQt = make_tensor(sQ.data(), typename Traits::template SmemRowsT<kBlockM>{});
+  Tensor sQtNoSwizzle = make_tensor(sQ.data().get(), typename Traits::template SmemRowsTNoSwizzle<kBlockM>{});
+  Tensor sdOt = make_tensor(sdO.data(), typename Traits::template SmemRowsT<kBlockM>{});
+  Tensor sdOtNoSwizzle = make_tensor(sdO.data().get(), typename Traits::template SmemRowsTNoSwizzle<kBlockM>{});
+
+  // Global -> shared copies.
+  typename Traits::template GmemCopyAsync<kThreads> gmem_copy;
+  auto gmem_thr = gmem_copy.get_thread_slice(tidx);
+  Tensor tKsK = gmem_thr.partition_D(sK);
+  Tensor tVsV = gmem_thr.partition_D(sV);
+  Tensor tQsQ = gmem_thr.partition_D(sQ);
+  Tensor tdOsdO = gmem_thr.partition_D(sdO);
+  Tensor tKcK = gmem_thr.partition_S(make_identity_tensor(TileKV{}));
+  Tensor tQcQ = gmem_thr.partition_S(make_identity_tensor(TileQ{}));
+  Tensor qk_ok = make_tensor<bool>(make_shape(size<2>(tKsK)));
+  Tensor v_ok = make_tensor<bool>(make_shape(size<2>(tKsK)));
+  CUTE_UNROLL
+  for (int k = 0; k < size(qk_ok); ++k) {
+    qk_ok(k) = get<1>(tKcK(0, 0, k)) < p.head_dim_qk;
+    v_ok(k) = get<1>(tKcK(0, 0, k)) < p.head_dim_v;
+  }
+  auto rows = [](const void* base, int64_t row0, int64_t rs, auto tile) {
+    return make_tensor(make_gmem_ptr(static_cast<const Element*>(base) + row0), tile, make_stride(int(rs), _1{}));
+  };
+  {
+    const int64_t k_off = sl.k_row(b, p.k_batch_stride, p.k_row_stride, p.k_head_stride, hk, c0);
+    const int64_t v_off = sl.k_row(b, p.v_batch_stride, p.v_row_stride, p.v_head_stride, hk, c0);
+    copy_tile(gmem_copy, gmem_thr.partition_S(rows(p.k, k_off, p.k_row_stride, TileKV{})), tKsK, tKcK, qk_ok, seqlen_k - c0);
+    copy_tile(gmem_copy, gmem_thr.partition_S(rows(p.v, v_off, p.v_row_stride, TileKV{})), tVsV, tKcK, v_ok, seqlen_k - c0);
+    cute::cp_async_fence();
+  }
+
+  typename Traits::TiledMmaKV tiled_mma;
+  auto thr_mma = tiled_mma.get_thread_slice(tidx);
+  Tensor tSrK = thr_mma.partition_fragment_A(sK);
+  Tensor tSrQ = thr_mma.partition_fragment_B(sQ);
+  Tensor tdPrV = thr_mma.partition_fragment_A(sV);
+  Tensor tdPrdO = thr_mma.partition_fragment_B(sdO);
+  Tensor tdVrP = thr_mma.partition_fragment_A(sP);
+  Tensor tdVrdOt = thr_mma.partition_fragment_B(sdOtNoSwizzle);
+  Tensor tdKrdS = thr_mma.partition_fragment_A(sdS);
+  Tensor tdKrQt = thr_mma.partition_fragment_B(sQtNoSwizzle);
+  Tensor acc_dk = partition_fragment_C(tiled_mma, TileKV{});
+  Tensor acc_dv = partition_fragment_C(tiled_mma, TileKV{});
+  clear(acc_dk);
+  clear(acc_dv);
+
+  auto copy_a = make_tiled_copy_A(typename Traits::SmemCopyAtom{}, tiled_mma);
+  auto thr_a = copy_a.get_thread_slice(tidx);
+  auto copy_b = make_tiled_copy_B(typename Traits::SmemCopyAtom{}, tiled_mma);
+  auto thr_b = copy_b.get_thread_slice(tidx);
+  auto copy_bt = make_tiled_copy_B(typename Traits::SmemCopyAtomTransposed{}, tiled_mma);
+  auto thr_bt = copy_bt.get_thread_slice(tidx);
+  Tensor tSsK = thr_a.partition_S(sK);
+  Tensor tSsQ = thr_b.partition_S(sQ);
+  Tensor tdPsV = thr_a.partition_S(sV);
+  Tensor tdPsdO = thr_b.partition_S(sdO);
+  Tensor tdVsP = thr_a.partition_S(sP);
+  Tensor tdVsdOt = thr_bt.partition_S(sdOt);
+  Tensor tdKsdS = thr_a.partition_S(sdS);
+  Tensor tdKsQt = thr_bt.partition_S(sQt);
+  auto copy_c = make_tiled_copy_C(typename Traits::SmemCopyAtomStore{}, tiled_mma);
+  auto thr_c = copy_c.get_thread_slice(tidx);
+  Tensor tPsP = thr_c.partition_D(sP);
+  Tensor tdSsdS = thr_c.partition_D(sdS);
+
+  // (key row, query col) of every S^T element this thread holds.
+  Tensor tScS = thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kBlockM>>{}));
+  Tensor coord = make_tensor(tScS.data(), acc_rowcol(tScS.layout()));
+
+  for (int h = hk * group; h < (hk + 1) * group; ++h) {
+    const float slope = (kMods && p.alibi_slopes) ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.f;
+    for (int m_block = m_block_min; m_block < m_block_max; ++m_block) {
+      const int m0 = m_block * kBlockM;
+      const int64_t q_off = sl.q_row(b, p.q_batch_stride, p.q_row_stride, p.q_head_stride, h, m0);
+      const int64_t do_off = sl.q_row(b, p.do_batch_stride, p.do_row_stride, p.do_head_stride, h, m0);
+      copy_tile(gmem_copy, gmem_thr.partition_S(rows(p.q, q_off, p.q_row_stride, TileQ{})), tQsQ, tQcQ, qk_ok, seqlen_q - m0);
+      copy_tile(gmem_copy, gmem_thr.partition_S(rows(p.dout, do_off, p.do_row_stride, TileQ{})), tdOsdO, tQcQ, v_ok, seqlen_q - m0);
+      cute::cp_async_fence();
+      if (tidx < kBlockM) {
+        const int i = m0 + tidx;
+        const bool in = i < seqlen_q;
+        s_lse[tidx] = in ? lse_log2_of(p.lse[sl.lse_index(p, b, h, i)]) : INFINITY;
+        s_d[tidx] = in ? p.row_dot[row_slot(p, sl, b, h, i)] : 0.f;
+      }
+      cute::cp_async_wait<0>();
+      __syncthreads();
+
+      Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockN>, Int<kBlockM>>{});
+      Tensor acc_dp = partition_fragment_C(tiled_mma, Shape<Int<kBlockN>, Int<kBlockM>>{});
+      clear(acc_s);
+      clear(acc_dp);
+      gemm_ss(acc_s, tSrK, tSrQ, tSsK, tSsQ, tiled_mma, copy_a, copy_b, thr_a, thr_b);
+      gemm_ss(acc_dp, tdPrV, tdPrdO, tdPsV, tdPsdO, tiled_mma, copy_a, copy_b, thr_a, thr_b);
+
+      const bool need_mask = !mask.tile_full(m0, min(m0 + kBlockM, seqlen_q), c0, c0 + kBlockN);
+      Tensor s = make_tensor(acc_s.data(), acc_rowcol(acc_s.layout()));
+      Tensor dp = make_tensor(acc_dp.data(), acc_rowcol(acc_dp.layout()));
+      CUTE_UNROLL
+      for (int ni = 0; ni < size<1>(s); ++ni) {
+        const int il = get<1>(coord(0, ni)), i = m0 + il;
+        const float lse2 = s_lse[il], d = s_d[il];
+        const int lo = need_mask ? int(mask.col_begin(i)) : 0;
+        const int hi = need_mask ? int(mask.col_end(i)) : seqlen_k;
+        CUTE_UNROLL
+        for (int mi = 0; mi < size<0>(s); ++mi) {
+          const int j = c0 + get<0>(coord(mi, ni));
+          const bool visible = j >= lo && j < hi;
+          const bool keep = kMods && p.dropout_p > 0.f ? p.rng.keep(b, h, i, j) : true;
+          float pv, ds;
+          score_grad<kMods>(p, s(mi, ni), dp(mi, ni), lse2, d, slope, i, j, diag_offset, visible, keep, pv, ds);
+          s(mi, ni) = pv;
+          dp(mi, ni) = ds;
+        }
+      }
+      // P^T and dS^T go through shared memory: the dK/dV products need them as
+      // A operands split differently across warps than the S^T product made them.
+      cute::copy(copy_c, thr_c.retile_S(convert_fragment<Element>(acc_s)), tPsP);
+      cute::copy(copy_c, thr_c.retile_S(convert_fragment<Element>(acc_dp)), tdSsdS);
+      __syncthreads();
+      gemm_ss(acc_dv, tdVrP, tdVrdOt, tdVsP, tdVsdOt, tiled_mma, copy_a, copy_bt, thr_a, thr_bt);
+      gemm_ss(acc_dk, tdKrdS, tdKrQt, tdKsdS, tdKsQt, tiled_mma, copy_a, copy_bt, thr_a, thr_bt);
+      __syncthreads();
+    }
+  }
+
+  // Epilogue: dK and dV through shared memory (K's and V's space) to global.
+  Tensor rdK = convert_fragment<Element>(acc_dk);
+  Tensor rdV = convert_fragment<Element>(acc_dv);
+  cute::copy(copy_c, thr_c.retile_S(rdK), thr_c.partition_D(sK));
+  cute::copy(copy_c, thr_c.retile_S(rdV), thr_c.partition_D(sV));
+  __syncthreads();
+  typename Traits::template GmemCopyStore<kThreads> gmem_store;
+  auto store_thr = gmem_store.get_thread_slice(tidx);
+  auto write = [&](auto& s_tile, void* base, int64_t off, int64_t rs, int d_valid) {
+    Tensor g = make_tensor(make_gmem_ptr(static_cast<Element*>(base) + off), TileKV{}, make_stride(int(rs), _1{}));
+    Tensor src = store_thr.partition_S(s_tile);
+    Tensor dst = store_thr.partition_D(g);
+    Tensor reg = make_tensor<Element>(shape(dst));
+    cute::copy(gmem_store, src, reg);
+    CUTE_UNROLL
+    for (int m = 0; m < size<1>(dst); ++m)
+      if (get<0>(tKcK(0, m, 0)) < seqlen_k - c0) {
+        CUTE_UNROLL
+        for (int k = 0; k < size<2>(dst); ++k)
+          if (get<1>(tKcK(0, m, k)) < d_valid) cute::copy(gmem_store, reg(_, m, k), dst(_, m, k));
+      }
+  };
+  write(sK, p.dk, sl.k_row(b, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, hk, c0), p.dk_row_stride, int(p.head_dim_qk));
+  write(sV, p.dv, sl.k_row(b, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, hk, c0), p.dv_row_stride, int(p.head_dim_v));
+}
+
+template <typename Traits, bool kMods>
+__global__ void __launch_bounds__(Traits::kThreadsQ, 1)
+    dq_kernel(const __grid_constant__ BwdKernelParams p) {
+  using Element = typename Traits::Element;
+  constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockNdQ, kHeadDim = Traits::kHeadDim;
+  constexpr int kThreads = Traits::kThreadsQ;
+  using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
+  using TileKV = Shape<Int<kBlockN>, Int<kHeadDim>>;
+  extern __shared__ __align__(128) char smem[];
+  const int tidx = threadIdx.x;
+  const bool reverse = p.window_right >= 0;
+  const int m_block = reverse ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int hk = h / int(p.heads_q / p.heads_kv);
+
+  const detail::SeqLen sl(p, b);
+  const int seqlen_q = int(sl.seqlen_q), seqlen_k = int(sl.seqlen_k);
+  const int m0 = m_block * kBlockM;
+  if (m0 >= seqlen_q) return;
+  const detail::Mask mask(seqlen_q, seqlen_k, p.window_left, p.window_right);
+  const int m_end = min(m0 + kBlockM, seqlen_q);
+  const int c_begin = int(mask.col_begin(m0)), c_end = int(mask.col_end(m_end - 1));
+  const int n_block_min = c_begin / kBlockN;
+  const int n_block_max = c_end > c_begin ? (c_end + kBlockN - 1) / kBlockN : n_block_min;
+  const float slope = (kMods && p.alibi_slopes) ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.f;
+  const int diag_offset = seqlen_k - seqlen_q;
+
+  using SmemQ = typename Traits::template SmemRows<kBlockM>;
+  using SmemKV = typename Traits::template SmemRows<kBlockN>;
+  Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), SmemQ{});
+  Tensor sdO = make_tensor(sQ.data() + size(sQ), SmemQ{});
+  Tensor sK = make_tensor(sdO.data() + size(sdO), SmemKV{});
+  Tensor sV = make_tensor(sK.data() + size(sK), SmemKV{});
+  Tensor sKt = make_tensor(sK.data(), typename Traits::template SmemRowsT<kBlockN>{});
+  Tensor sKtNoSwizzle = make_tensor(sK.data().get(), typename Traits::template SmemRowsTNoSwizzle<kBlockN>{});
+
+  typename Traits::template GmemCopyAsync<kThreads> gmem_copy;
+  auto gmem_thr = gmem_copy.get_thread_slice(tidx);
+  Tensor tQsQ = gmem_thr.partition_D(sQ);
+  Tensor tdOsdO = gmem_thr.partition_D(sdO);
+  Tensor tKsK = gmem_thr.partition_D(sK);
+  Tensor tVsV = gmem_thr.partition_D(sV);
+  Tensor tQcQ = gmem_thr.partition_S(make_identity_tensor(TileQ{}));
+  Tensor tKcK = gmem_thr.partition_S(make_identity_tensor(TileKV{}));
+  Tensor qk_ok = make_tensor<bool>(make_shape(size<2>(tQsQ)));
+  Tensor v_ok = make_tensor<bool>(make_shape(size<2>(tQsQ)));
+  CUTE_UNROLL
+  for (int k = 0; k < size(qk_ok); ++k) {
+    qk_ok(k) = get<1>(tQcQ(0, 0, k)) < p.head_dim_qk;
+    v_ok(k) = get<1>(tQcQ(0, 0, k)) < p.head_dim_v;
+  }
+  auto rows = [](const void* base, int64_t row0, int64_t rs, auto tile) {
+    return make_tensor(make_gmem_ptr(static_cast<const Element*>(base) + row0), tile, make_stride(int(rs), _1{}));
+  };
+  copy_tile(gmem_copy, gmem_thr.partition_S(rows(p.q, sl.q_row(b, p.q_batch_stride, p.q_row_stride, p.q_head_stride, h, m0), p.q_row_stride, TileQ{})),
+            tQsQ, tQcQ, qk_ok, seqlen_q - m0);
+  copy_tile(gmem_copy, gmem_thr.partition_S(rows(p.dout, sl.q_row(b, p.do_batch_stride, p.do_row_stride, p.do_head_stride, h, m0), p.do_row_stride, TileQ{})),
+            tdOsdO, tQcQ, v_ok, seqlen_q - m0);
+  cute::cp_async_fence();
+
+  typename Traits::TiledMmaQ tiled_mma;
+  auto thr_mma = tiled_mma.get_thread_slice(tidx);
+  Tensor tSrQ = thr_mma.partition_fragment_A(sQ);
+  Tensor tSrK = thr_mma.partition_fragment_B(sK);
+  Tensor tdPrdO = thr_mma.partition_fragment_A(sdO);
+  Tensor tdPrV = thr_mma.partition_fragment_B(sV);
+  Tensor tdQrKt = thr_mma.partition_fragment_B(sKtNoSwizzle);
+  Tensor acc_dq = partition_fragment_C(tiled_mma, TileQ{});
+  clear(acc_dq);
+  auto copy_a = make_tiled_copy_A(typename Traits::SmemCopyAtom{}, tiled_mma);
+  auto thr_a = copy_a.get_thread_slice(tidx);
+  auto copy_b = make_tiled_copy_B(typename Traits::SmemCopyAtom{}, tiled_mma);
+  auto thr_b = copy_b.get_thread_slice(tidx);
+  auto copy_bt = make_tiled_copy_B(typename Traits::SmemCopyAtomTransposed{}, tiled_mma);
+  auto thr_bt = copy_bt.get_thread_slice(tidx);
+  Tensor tSsQ = thr_a.partition_S(sQ);
+  Tensor tSsK = thr_b.partition_S(sK);
+  Tensor tdPsdO = thr_a.partition_S(sdO);
+  Tensor tdPsV = thr_b.partition_S(sV);
+  Tensor tdQsKt = thr_bt.partition_S(sKt);
+
+  Tensor tScS = thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));
+  Tensor coord = make_tensor(tScS.data(), acc_rowcol(tScS.layout()));
+  constexpr int kRows = decltype(size<0>(coord))::value;
+  float lse2[kRows], dvals[kRows];
+  CUTE_UNROLL
+  for (int mi = 0; mi < kRows; ++mi) {
+    const int i = m0 + get<0>(coord(mi, 0));
+    const bool in = i < seqlen_q;
+    lse2[mi] = in ? lse_log2_of(p.lse[sl.lse_index(p, b, h, i)]) : INFINITY;
+    dvals[mi] = in ? p.row_dot[row_slot(p, sl, b, h, i)] : 0.f;
+  }
+
+  for (int n_block = n_block_min; n_block < n_block_max; ++n_block) {
+    const int n0 = n_block * kBlockN;
+    copy_tile(gmem_copy, gmem_thr.partition_S(rows(p.k, sl.k_row(b, p.k_batch_stride, p.k_row_stride, p.k_head_stride, hk, n0), p.k_row_stride, TileKV{})),
+              tKsK, tKcK, qk_ok, seqlen_k - n0);
+    copy_tile(gmem_copy, gmem_thr.partition_S(rows(p.v, sl.k_row(b, p.v_batch_stride, p.v_row_stride, p.v_head_stride, hk, n0), p.v_row_stride, TileKV{})),
+              tVsV, tKcK, v_ok, seqlen_k - n0);
+    cute::cp_async_fence();
+    cute::cp_async_wait<0>();
+    __syncthreads();
+
+    Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockN>>{});
+    Tensor acc_dp = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockN>>{});
+    clear(acc_s);
+    clear(acc_dp);
+    gemm_ss(acc_s, tSrQ, tSrK, tSsQ, tSsK, tiled_mma, copy_a, copy_b, thr_a, thr_b);
+    gemm_ss(acc_dp, tdPrdO, tdPrV, tdPsdO, tdPsV, tiled_mma, copy_a, copy_b, thr_a, thr_b);
+
+    const bool need_mask = !mask.tile_full(m0, m_end, n0, n0 + kBlockN);
+    Tensor s = make_tensor(acc_s.data(), acc_rowcol(acc_s.layout()));
+    Tensor dp = make_tensor(acc_dp.data(), acc_rowcol(acc_dp.layout()));
+    CUTE_UNROLL
+    for (int mi = 0; mi < kRows; ++mi) {
+      const int i = m0 + get<0>(coord(mi, 0));
+      const int lo = need_mask ? int(mask.col_begin(i)) : 0;
+      const int hi = need_mask ? int(mask.col_end(i)) : seqlen_k;
+      CUTE_UNROLL
+      for (int ni = 0; ni < size<1>(s); ++ni) {
+        const int j = n0 + get<1>(coord(mi, ni));
+        const bool keep = kMods && p.dropout_p > 0.f ? p.rng.keep(b, h, i, j) : true;
+        float pv, ds;
+        score_grad<kMods>(p, s(mi, ni), dp(mi, ni), lse2[mi], dvals[mi], slope, i, j, diag_offset,
+                          j >= lo && j < hi, keep, pv, ds);
+        dp(mi, ni) = ds;
+      }
+    }
+    Tensor rdS = convert_fragment<Element>(acc_dp);
+    Tensor tdQrdS = make_tensor(rdS.data(), acc_as_a(rdS.layout()));
+    gemm_rs(acc_dq, tdQrdS, tdQrKt, tdQsKt, tiled_mma, copy_bt, thr_bt);
+    __syncthreads();  // K and V are overwritten next step
+  }
+
+  // Epilogue: dQ through shared memory (Q's space) to global.
+  Tensor rdQ = convert_fragment<Element>(acc_dq);
+  auto copy_c = make_tiled_copy_C(typename Traits::SmemCopyAtomStore{}, tiled_mma);
+  auto thr_c = copy_c.get_thread_slice(tidx);
+  cute::copy(copy_c, thr_c.retile_S(rdQ), thr_c.partition_D(sQ));
+  __syncthreads();
+  typename Traits::template GmemCopyStore<kThreads> gmem_store;
+  auto store_thr = gmem_store.get_thread_slice(tidx);
+  Tensor g = make_tensor(make_gmem_ptr(static_cast<Element*>(p.dq) + sl.q_row(b, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride, h, m0)),
+                         TileQ{}, make_stride(int(p.dq_row_stride), _1{}));
+  Tensor src = store_thr.partition_S(sQ);
+  Tensor dst = store_thr.partition_D(g);
+  Tensor reg = make_tensor<Element>(shape(dst));
+  cute::copy(gmem_store, src, reg);
+  CUTE_UNROLL
+  for (int m = 0; m < size<1>(dst); ++m)
+    if (get<0>(tQcQ(0, m, 0)) < seqlen_q - m0) {
+      CUTE_UNROLL
+      for (int k = 0; k < size<2>(dst); ++k)
+        if (get<1>(tQcQ(0, m, k)) < p.head_dim_qk) cute::copy(gmem_store, reg(_, m, k), dst(_, m, k));
+    }
+}
+
+}  // namespace flashattn::sm80

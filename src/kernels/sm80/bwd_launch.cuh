@@ -1,0 +1,53 @@
+// Host side of the sm80 backward: the row-dot pre-pass, then the dK/dV and dQ
+// kernels, all on the caller's stream.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/sm80/bwd_kernel.cuh"
+#include "kernels/sm80/launch.h"
+
+namespace flashattn::sm80 {
+
+template <typename Kernel>
+cudaError_t allow_smem(Kernel kernel, int bytes) {
+  if (bytes < 48 * 1024) return cudaSuccess;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
+
+template <typename Traits, bool kMods>
+cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
+  using Element = typename Traits::Element;
+  const auto blocks = [](int64_t n, int64_t per) { return static_cast<unsigned>((n + per - 1) / per); };
+  const unsigned hq = static_cast<unsigned>(p.heads_q), hkv = static_cast<unsigned>(p.heads_kv),
+                 batch = static_cast<unsigned>(p.batch);
+
+  // Empty sides launch nothing: with no keys the dQ kernel writes zeros, with no
+  // queries the dK/dV kernel does.
+  if (p.seqlen_q > 0)
+    row_dot_kernel<Element><<<dim3(blocks(p.seqlen_q, 8), hq, batch), 256, 0, stream>>>(p);
+
+  if (p.seqlen_k > 0) {
+    auto dkdv = dkdv_kernel<Traits, kMods>;
+    static const cudaError_t dkdv_attr = allow_smem(dkdv, Traits::kSmemKV);
+    if (dkdv_attr != cudaSuccess) return dkdv_attr;
+    dkdv<<<dim3(blocks(p.seqlen_k, Traits::kBlockN), hkv, batch), Traits::kThreadsKV, Traits::kSmemKV, stream>>>(p);
+  }
+
+  if (p.seqlen_q > 0) {
+    auto dq = dq_kernel<Traits, kMods>;
+    static const cudaError_t dq_attr = allow_smem(dq, Traits::kSmemQ);
+    if (dq_attr != cudaSuccess) return dq_attr;
+    dq<<<dim3(blocks(p.seqlen_q, Traits::kBlockM), hq, batch), Traits::kThreadsQ, Traits::kSmemQ, stream>>>(p);
+  }
+  return cudaGetLastError();
+}
+
+template <int kHeadDim, typename Element>
+cudaError_t run_bwd(const BwdKernelParams& p, cudaStream_t stream) {
+  using Traits = BwdTraits<kHeadDim, Element>;
+  return detail::needs_score_mods(p) ? launch_bwd<Traits, true>(p, stream)
+                                     : launch_bwd<Traits, false>(p, stream);
+}
+
+}  // namespace flashattn::sm80
