@@ -251,9 +251,12 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
     }
   }
 
-  // Epilogue: dK and dV through shared memory (K's and V's space) to global.
+  // Epilogue: dK and dV through shared memory (K's and V's space) to global. A
+  // block no query sees never waited for its K/V copies: let them land first.
   Tensor rdK = convert_fragment<Element>(acc_dk);
   Tensor rdV = convert_fragment<Element>(acc_dv);
+  cute::cp_async_wait<0>();
+  __syncthreads();
   cute::copy(copy_c, thr_c.retile_S(rdK), thr_c.partition_D(sK));
   cute::copy(copy_c, thr_c.retile_S(rdV), thr_c.partition_D(sV));
   __syncthreads();
@@ -411,8 +414,11 @@ __global__ void __launch_bounds__(Traits::kThreadsQ, 1)
     __syncthreads();  // K and V are overwritten next step
   }
 
-  // Epilogue: dQ through shared memory (Q's space) to global.
+  // Epilogue: dQ through shared memory (Q's space) to global. A block that sees
+  // no key never waited for its Q/dO copies: let them land first.
   Tensor rdQ = convert_fragment<Element>(acc_dq);
+  cute::cp_async_wait<0>();
+  __syncthreads();
   auto copy_c = make_tiled_copy_C(typename Traits::SmemCopyAtomStore{}, tiled_mma);
   auto thr_c = copy_c.get_thread_slice(tidx);
   cute::copy(copy_c, thr_c.retile_S(rdQ), thr_c.partition_D(sQ));

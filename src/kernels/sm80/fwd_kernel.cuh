@@ -259,6 +259,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     if (p.lse != nullptr && get<1>(coord(mi, 0)) == 0 && i < seqlen_q) p.lse[sl.lse_index(p, b, h, i)] = lse;
   }
   Tensor rO = convert_fragment<Element>(acc_o);
+  // A block whose rows see no key never waited for its Q copy: let it land
+  // before O takes Q's place in shared memory.
+  cute::cp_async_wait<0>();
+  __syncthreads();
   Tensor sO = make_tensor(sQ.data(), typename Traits::SmemLayoutO{});
   auto smem_copy_o = make_tiled_copy_C(typename Traits::SmemCopyAtomO{}, tiled_mma);
   auto smem_thr_o = smem_copy_o.get_thread_slice(tidx);
