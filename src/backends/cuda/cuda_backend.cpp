@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backends/backend.h"
 #include "flashattn/error.h"
@@ -74,6 +76,23 @@ void check_head_dim(const char* name, int64_t d) {
                     std::to_string(d));
 }
 
+// A [B, S, H, D] operand: device memory of this device, 16-byte aligned rows,
+// and row strides small enough for the kernels' 32-bit in-tile offsets.
+struct TensorArg {
+  const char* name;
+  const void* ptr;
+  int64_t batch_stride, row_stride, head_stride;
+};
+
+void check_tensor_arg(const TensorArg& t, int device, int64_t elem) {
+  check_device_pointer(t.name, t.ptr, device);
+  check_alignment(t.name, t.ptr, elem, t.batch_stride, t.row_stride, t.head_stride);
+  if (t.row_stride >= (int64_t(1) << 24))
+    throw Error(ErrorKind::value, t.name,
+                "row strides of 2^24 elements or more are not supported on cuda, got " +
+                    std::to_string(t.row_stride));
+}
+
 }  // namespace
 
 int cuda_device_count() {
@@ -116,36 +135,25 @@ void cuda_check(const FwdParams& p, bool backward) {
   if (p.seqlen_q > (int64_t(1) << 30) || p.seqlen_k > (int64_t(1) << 30))
     throw Error(ErrorKind::value, "q", "sequence lengths above 2^30 are not supported on cuda");
 
-  check_device_pointer("q", p.q, device);
-  check_device_pointer("k", p.k, device);
-  check_device_pointer("v", p.v, device);
-  check_device_pointer("out", p.out, device);
-  check_device_pointer("lse", p.lse, device);
-  check_device_pointer("cu_seqlens_q", p.cu_seqlens_q, device);
-  check_device_pointer("cu_seqlens_k", p.cu_seqlens_k, device);
-  check_device_pointer("alibi_slopes", p.alibi_slopes, device);
-  const int64_t e = dtype_size(p.dtype);
-  check_alignment("q", p.q, e, p.q_batch_stride, p.q_row_stride, p.q_head_stride);
-  check_alignment("k", p.k, e, p.k_batch_stride, p.k_row_stride, p.k_head_stride);
-  check_alignment("v", p.v, e, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
-  check_alignment("out", p.out, e, p.o_batch_stride, p.o_row_stride, p.o_head_stride);
-  for (int64_t rs : {p.q_row_stride, p.k_row_stride, p.v_row_stride, p.o_row_stride})
-    if (rs >= (int64_t(1) << 24))
-      throw Error(ErrorKind::value, "q", "row strides above 2^24 elements are not supported on cuda");
+  for (auto [name, ptr] : {std::pair<const char*, const void*>{"lse", p.lse},
+                            {"cu_seqlens_q", p.cu_seqlens_q},
+                            {"cu_seqlens_k", p.cu_seqlens_k},
+                            {"alibi_slopes", p.alibi_slopes}})
+    check_device_pointer(name, ptr, device);
+  std::vector<TensorArg> tensors = {
+      {"q", p.q, p.q_batch_stride, p.q_row_stride, p.q_head_stride},
+      {"k", p.k, p.k_batch_stride, p.k_row_stride, p.k_head_stride},
+      {"v", p.v, p.v_batch_stride, p.v_row_stride, p.v_head_stride},
+      {"out", p.out, p.o_batch_stride, p.o_row_stride, p.o_head_stride}};
   if (backward) {
     const auto& b = static_cast<const BwdParams&>(p);
-    check_device_pointer("dout", b.dout, device);
-    check_device_pointer("dq", b.dq, device);
-    check_device_pointer("dk", b.dk, device);
-    check_device_pointer("dv", b.dv, device);
-    check_alignment("dout", b.dout, e, b.do_batch_stride, b.do_row_stride, b.do_head_stride);
-    check_alignment("dq", b.dq, e, b.dq_batch_stride, b.dq_row_stride, b.dq_head_stride);
-    check_alignment("dk", b.dk, e, b.dk_batch_stride, b.dk_row_stride, b.dk_head_stride);
-    check_alignment("dv", b.dv, e, b.dv_batch_stride, b.dv_row_stride, b.dv_head_stride);
-    for (int64_t rs : {b.do_row_stride, b.dq_row_stride, b.dk_row_stride, b.dv_row_stride})
-      if (rs >= (int64_t(1) << 24))
-        throw Error(ErrorKind::value, "dout", "row strides above 2^24 elements are not supported on cuda");
+    tensors.insert(tensors.end(),
+                   {{"dout", b.dout, b.do_batch_stride, b.do_row_stride, b.do_head_stride},
+                    {"dq", b.dq, b.dq_batch_stride, b.dq_row_stride, b.dq_head_stride},
+                    {"dk", b.dk, b.dk_batch_stride, b.dk_row_stride, b.dk_head_stride},
+                    {"dv", b.dv, b.dv_batch_stride, b.dv_row_stride, b.dv_head_stride}});
   }
+  for (const TensorArg& t : tensors) check_tensor_arg(t, device, dtype_size(p.dtype));
 }
 
 void cuda_forward(const FwdParams& p) {
