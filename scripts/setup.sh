@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing flashattn needs on a fresh Debian/Ubuntu
 # machine: compilers and CMake, GoogleTest, CLI11, fmt, nlohmann-json, ccache,
-# and NumPy/pytest for the CLI checks. Cheap when everything is already there.
+# NumPy/pytest for the CLI checks, and what the Python package builds with.
+# Cheap when everything is already there.
 set -euo pipefail
 
 packages=(g++ cmake ninja-build ccache libgtest-dev libgmock-dev libbenchmark-dev
@@ -20,8 +21,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-if ! python3 -c "import numpy, pytest" >/dev/null 2>&1; then
-  echo "setup: installing numpy and pytest"
-  python3 -m pip install --quiet "numpy>=1.24" "pytest>=7" 2>/dev/null ||
-    python3 -m pip install --quiet --break-system-packages "numpy>=1.24" "pytest>=7"
+# NumPy/pytest for the oracle checks; scikit-build-core and nanobind build the Python
+# package (pyproject.toml, same ranges); ml_dtypes gives NumPy a bfloat16 for its tests.
+py_packages=("numpy>=1.24" "pytest>=7" "scikit-build-core>=0.10,<2" "nanobind>=2.4,<4" "ml_dtypes>=0.2")
+if ! python3 -c "import numpy, pytest, scikit_build_core, nanobind, ml_dtypes" >/dev/null 2>&1; then
+  echo "setup: installing ${py_packages[*]}"
+  python3 -m pip install --quiet "${py_packages[@]}" 2>/dev/null ||
+    python3 -m pip install --quiet --break-system-packages "${py_packages[@]}"
 fi

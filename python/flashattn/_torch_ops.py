@@ -1,0 +1,218 @@
+"""PyTorch operators over _C: flashattn::fwd, flashattn::bwd and their packed forms.
+
+They are torch.library custom ops, so torch.compile traces them without graph breaks
+(the fake implementations give output shapes without running anything) and autograd
+differentiates fwd through bwd. Tensors reach _C as DLPack capsules: no copy, no
+stream synchronisation; CUDA work goes on PyTorch's current stream, so the ops can be
+captured in CUDA graphs. Dropout takes `rng_state`, a CPU int64 tensor (seed, offset),
+or None.
+
+`attention` / `attention_varlen` are what flashattn.torch calls. In eager mode they skip
+the dispatcher and run the same implementations through a torch.autograd.Function,
+which costs a fraction of a custom op's Python dispatch at small sizes.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from . import _C
+
+_U64 = (1 << 64) - 1
+_dl = torch.utils.dlpack.to_dlpack  # the C function: no checks, no stream sync
+
+
+# What torch.cuda.current_stream() reads, without building a Stream object (private, so
+# fall back to the public call where a release lacks it).
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _stream(t: Tensor) -> int:
+    if not t.is_cuda:
+        return 0
+    if _raw_stream is not None:
+        return _raw_stream(t.device.index)
+    return torch.cuda.current_stream(t.device).cuda_stream
+
+
+def _c(t: Tensor) -> Tensor:
+    """The kernels need a contiguous last dimension; everything else may be strided."""
+    return t if t.stride(-1) == 1 or t.shape[-1] == 1 else t.contiguous()
+
+
+def _seed(rng_state: Optional[Tensor]):
+    if rng_state is None:
+        return 0, 0
+    seed, offset = rng_state.tolist()
+    return seed & _U64, offset & _U64
+
+
+def _opt(t: Optional[Tensor]):
+    return None if t is None else _dl(t)
+
+
+# ---------------------------------------------------------------------------------------
+# Implementations (real tensors) and fake implementations (shapes only)
+# ---------------------------------------------------------------------------------------
+
+def _fwd_impl(q: Tensor, k: Tensor, v: Tensor, softmax_scale: float, causal: bool,
+              window_left: int, window_right: int, softcap: float, alibi_slopes: Optional[Tensor],
+              dropout_p: float, rng_state: Optional[Tensor], deterministic: bool) -> Tuple[Tensor, Tensor]:
+    q, k, v = _c(q), _c(k), _c(v)
+    out = q.new_empty(q.shape[:-1] + (v.shape[-1],))
+    lse = q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
+    seed, offset = _seed(rng_state)
+    _C.fwd(_dl(q), _dl(k), _dl(v), _dl(out), _dl(lse), softmax_scale, causal, window_left,
+           window_right, softcap, _opt(alibi_slopes), dropout_p, seed, offset, "auto", 0, _stream(q))
+    return out, lse
+
+
+def _fwd_varlen_impl(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor,
+                     max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float, causal: bool,
+                     window_left: int, window_right: int, softcap: float,
+                     alibi_slopes: Optional[Tensor], dropout_p: float, rng_state: Optional[Tensor],
+                     deterministic: bool) -> Tuple[Tensor, Tensor]:
+    q, k, v = _c(q), _c(k), _c(v)
+    out = q.new_empty(q.shape[:-1] + (v.shape[-1],))
+    lse = q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
+    seed, offset = _seed(rng_state)
+    _C.fwd_varlen(_dl(q), _dl(k), _dl(v), _dl(out), _dl(lse), _dl(cu_seqlens_q), _dl(cu_seqlens_k),
+                  max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right,
+                  softcap, _opt(alibi_slopes), dropout_p, seed, offset, "auto", 0, _stream(q))
+    return out, lse
+
+
+def _bwd_impl(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
+              softmax_scale: float, causal: bool, window_left: int, window_right: int,
+              softcap: float, alibi_slopes: Optional[Tensor], dropout_p: float,
+              rng_state: Optional[Tensor], deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
+    dout, q, k, v, out = _c(dout), _c(q), _c(k), _c(v), _c(out)
+    dq, dk, dv = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+    seed, offset = _seed(rng_state)
+    _C.bwd(_dl(dout), _dl(q), _dl(k), _dl(v), _dl(out), _dl(lse), _dl(dq), _dl(dk), _dl(dv),
+           deterministic, softmax_scale, causal, window_left, window_right, softcap,
+           _opt(alibi_slopes), dropout_p, seed, offset, "auto", 0, _stream(q))
+    return dq, dk, dv
+
+
+def _bwd_varlen_impl(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
+                     cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, max_seqlen_q: int,
+                     max_seqlen_k: int, softmax_scale: float, causal: bool, window_left: int,
+                     window_right: int, softcap: float, alibi_slopes: Optional[Tensor],
+                     dropout_p: float, rng_state: Optional[Tensor],
+                     deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
+    dout, q, k, v, out = _c(dout), _c(q), _c(k), _c(v), _c(out)
+    dq, dk, dv = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+    seed, offset = _seed(rng_state)
+    _C.bwd_varlen(_dl(dout), _dl(q), _dl(k), _dl(v), _dl(out), _dl(lse), _dl(dq), _dl(dk), _dl(dv),
+                  _dl(cu_seqlens_q), _dl(cu_seqlens_k), max_seqlen_q, max_seqlen_k, deterministic,
+                  softmax_scale, causal, window_left, window_right, softcap, _opt(alibi_slopes),
+                  dropout_p, seed, offset, "auto", 0, _stream(q))
+    return dq, dk, dv
+
+
+fwd = torch.library.custom_op("flashattn::fwd", mutates_args=())(_fwd_impl)
+fwd_varlen = torch.library.custom_op("flashattn::fwd_varlen", mutates_args=())(_fwd_varlen_impl)
+bwd = torch.library.custom_op("flashattn::bwd", mutates_args=())(_bwd_impl)
+bwd_varlen = torch.library.custom_op("flashattn::bwd_varlen", mutates_args=())(_bwd_varlen_impl)
+
+
+@fwd.register_fake
+def _(q, k, v, *args):
+    return (q.new_empty(q.shape[:-1] + (v.shape[-1],)),
+            q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32))
+
+
+@fwd_varlen.register_fake
+def _(q, k, v, *args):
+    return q.new_empty(q.shape[:-1] + (v.shape[-1],)), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
+
+
+@bwd.register_fake
+def _(dout, q, k, v, *args):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+@bwd_varlen.register_fake
+def _(dout, q, k, v, *args):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+# ---------------------------------------------------------------------------------------
+# Autograd: d(out)/d(q, k, v) through bwd; lse is not differentiable (as in flash_attn)
+# ---------------------------------------------------------------------------------------
+
+def _setup(ctx, inputs, output):
+    q, k, v, *rest = inputs
+    n_var = len(rest) - 9  # varlen ops carry cu_seqlens_q/k and max_seqlen_q/k first
+    ctx.varlen = tuple(rest[:n_var])
+    scale, causal, wl, wr, softcap, alibi, p, rng, det = rest[n_var:]
+    out, lse = output
+    ctx.mark_non_differentiable(lse)
+    ctx.save_for_backward(q, k, v, out, lse, alibi, rng)
+    ctx.opts = (scale, causal, wl, wr, softcap)
+    ctx.tail = (p, det)
+
+
+def _grad_with(bwd_op, bwd_varlen_op):
+    def grad(ctx, dout, _dlse):
+        q, k, v, out, lse, alibi, rng = ctx.saved_tensors
+        p, det = ctx.tail
+        if ctx.varlen:
+            dq, dk, dv = bwd_varlen_op(dout, q, k, v, out, lse, *ctx.varlen, *ctx.opts, alibi, p, rng, det)
+        else:
+            dq, dk, dv = bwd_op(dout, q, k, v, out, lse, *ctx.opts, alibi, p, rng, det)
+        return (dq, dk, dv) + (None,) * (len(ctx.varlen) + 9)
+    return grad
+
+
+torch.library.register_autograd("flashattn::fwd", _grad_with(bwd, bwd_varlen), setup_context=_setup)
+torch.library.register_autograd("flashattn::fwd_varlen", _grad_with(bwd, bwd_varlen), setup_context=_setup)
+
+
+class _EagerFwd(torch.autograd.Function):
+    """The same op outside torch.compile, without the dispatcher's Python round trips.
+    (ctx-first forward: a separate setup_context makes apply() bind the signature each call.)"""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        output = (_fwd_varlen_impl if len(inputs) == 16 else _fwd_impl)(*inputs)
+        _setup(ctx, inputs, output)
+        return output
+
+    backward = staticmethod(torch.autograd.function.once_differentiable(_grad_with(_bwd_impl, _bwd_varlen_impl)))
+
+
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
+
+
+def _eager(q: Tensor) -> bool:
+    """Plain tensors in plain eager mode; tracing, fake/meta tensors, subclasses and
+    torch.func transforms take the registered op."""
+    return (type(q) is Tensor and (q.is_cuda or q.is_cpu)
+            and not torch.compiler.is_compiling() and not _functorch_active())
+
+
+def _needs_grad(*ts) -> bool:
+    return torch.is_grad_enabled() and any(t.requires_grad for t in ts)
+
+
+def attention(q, k, v, *args):
+    """(out, lse) of flashattn::fwd(q, k, v, *args), differentiable in q, k, v."""
+    if not _eager(q):
+        return fwd(q, k, v, *args)
+    if _needs_grad(q, k, v):
+        return _EagerFwd.apply(q, k, v, *args)
+    return _fwd_impl(q, k, v, *args)
+
+
+def attention_varlen(q, k, v, *args):
+    """(out, lse) of flashattn::fwd_varlen(q, k, v, *args), differentiable in q, k, v."""
+    if not _eager(q):
+        return fwd_varlen(q, k, v, *args)
+    if _needs_grad(q, k, v):
+        return _EagerFwd.apply(q, k, v, *args)
+    return _fwd_varlen_impl(q, k, v, *args)
