@@ -93,6 +93,14 @@ void check_tensor_arg(const TensorArg& t, int device, int64_t elem) {
                     std::to_string(t.row_stride));
 }
 
+// What the host derives once per call for the kernels: the dropout stream and
+// the scale that turns scores into exp2 exponents.
+void derive_kernel_values(const FwdParams& p, DropoutRng& rng, float& scale_log2) {
+  if (p.dropout_p > 0.f) rng = DropoutRng::make(p.seed, p.offset, p.dropout_p);
+  constexpr float kLog2e = 1.4426950408889634f;
+  scale_log2 = needs_score_mods(p) ? kLog2e : p.softmax_scale * kLog2e;
+}
+
 }  // namespace
 
 int cuda_device_count() {
@@ -160,9 +168,7 @@ void cuda_forward(const FwdParams& p) {
   DeviceGuard guard(p.device.index);
   FwdKernelParams kp;
   static_cast<FwdParams&>(kp) = p;
-  if (p.dropout_p > 0.f) kp.rng = DropoutRng::make(p.seed, p.offset, p.dropout_p);
-  constexpr float kLog2e = 1.4426950408889634f;
-  kp.scale_log2 = needs_score_mods(p) ? kLog2e : p.softmax_scale * kLog2e;
+  derive_kernel_values(p, kp.rng, kp.scale_log2);
   const cudaError_t err = sm80::forward(kp, static_cast<cudaStream_t>(p.stream));
   if (err != cudaSuccess)
     throw Error(ErrorKind::runtime, "", "CUDA forward launch failed: " + cuda_message(err));
@@ -172,9 +178,7 @@ void cuda_backward(const BwdParams& p) {
   DeviceGuard guard(p.device.index);
   BwdKernelParams kp;
   static_cast<BwdParams&>(kp) = p;
-  if (p.dropout_p > 0.f) kp.rng = DropoutRng::make(p.seed, p.offset, p.dropout_p);
-  constexpr float kLog2e = 1.4426950408889634f;
-  kp.scale_log2 = needs_score_mods(p) ? kLog2e : p.softmax_scale * kLog2e;
+  derive_kernel_values(p, kp.rng, kp.scale_log2);
   // d_i = dO_i . O_i scratch: stream-ordered, so the call stays capturable in a graph.
   const auto stream = static_cast<cudaStream_t>(p.stream);
   const int64_t rows = p.is_varlen() ? p.total_q : p.batch * p.seqlen_q;
