@@ -65,7 +65,7 @@ class Flashattn:
             raise RuntimeError(self.err.value.decode())
 
 
-    def backward(self, do, q, k, v, out, lse, dq, dk, dv, causal=False):
+    def backward(self, do, q, k, v, out, lse, dq, dk, dv, causal=False, deterministic=False):
         """All tensors [B, H, N, D] with the same strides (q's for dq/dout/out)."""
         qs, qst = self._bshd(q)
         ks, kst = self._bshd(k)
@@ -75,7 +75,7 @@ class Flashattn:
         stream = torch.cuda.current_stream().cuda_stream
         rc = self.lib.fa_backward(ptr(do), ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse), ptr(dq), ptr(dk),
                                   ptr(dv), qs, qst, ks, kst, vs, vst, dtype, q.device.index or 0,
-                                  int(causal), 0, ctypes.c_void_p(stream), self.err, 1024)
+                                  int(causal), int(deterministic), ctypes.c_void_p(stream), self.err, 1024)
         if rc != 0:
             raise RuntimeError(self.err.value.decode())
 
@@ -105,6 +105,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--no-bwd", action="store_true", help="skip the peers' backward")
+    ap.add_argument("--deterministic", action="store_true",
+                    help="also time our backward in deterministic mode (ours_bwd_det_*)")
     ap.add_argument("--memory", action="store_true",
                     help="also run B=1, H=16, D=128, N=131072 causal and report the extra device memory")
     ap.add_argument("--json")
@@ -146,6 +148,10 @@ def main():
                     row["ours_bwd_ms"] = time_ms(
                         lambda: fa.backward(do, q, k, v, out, lse, dq, dk, dv, causal=causal),
                         args.warmup, args.repeats)
+                    if args.deterministic:
+                        row["ours_bwd_det_ms"] = time_ms(
+                            lambda: fa.backward(do, q, k, v, out, lse, dq, dk, dv, causal=causal,
+                                                deterministic=True), args.warmup, args.repeats)
                 for name, backend in (("flash", SDPBackend.FLASH_ATTENTION),
                                       ("cudnn", SDPBackend.CUDNN_ATTENTION)):
                     with sdpa_kernel([backend]):
@@ -162,7 +168,7 @@ def main():
                 for key in list(row):
                     if key.endswith("_fwd_ms"):
                         row[key.replace("_ms", "_tflops")] = flops / row[key] / 1e9
-                    elif key.endswith("_bwd_ms"):
+                    elif key.endswith("_ms") and "_bwd" in key:
                         row[key.replace("_ms", "_tflops")] = 2.5 * flops / row[key] / 1e9
                 rows.append(row)
                 g = lambda key: row.get(key, float("nan"))

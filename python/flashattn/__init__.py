@@ -10,15 +10,6 @@ torch.compile support and flash_attn-compatible functions. docs/contract.md says
 what every argument means.
 """
 
-import importlib.util as _util
-import sys as _sys
-
-# Known issue (H200 machine, torch 2.11): loading _C before torch makes torch's own
-# import crash (the OpenMP runtimes of the two meet in the wrong order). Until the
-# module stops exporting/loading its own runtime, load torch first when installed.
-if "torch" not in _sys.modules and _util.find_spec("torch") is not None:
-    import torch as _torch  # noqa: F401
-
 from . import _C
 from ._core import backward, backward_varlen, dropout_mask, forward, forward_varlen
 

@@ -179,16 +179,23 @@ void cuda_backward(const BwdParams& p) {
   BwdKernelParams kp;
   static_cast<BwdParams&>(kp) = p;
   derive_kernel_values(p, kp.rng, kp.scale_log2);
-  // d_i = dO_i . O_i scratch: stream-ordered, so the call stays capturable in a graph.
+  // Scratch, stream-ordered so the call stays capturable in a graph: d_i = dO_i . O_i
+  // per query row and, unless deterministic, the fp32 dQ accumulator the atomics
+  // add into (head_dim_qk floats per row).
   const auto stream = static_cast<cudaStream_t>(p.stream);
-  const int64_t rows = p.is_varlen() ? p.total_q : p.batch * p.seqlen_q;
-  const size_t bytes = static_cast<size_t>(std::max<int64_t>(1, p.heads_q * rows)) * sizeof(float);
-  cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&kp.row_dot), bytes, stream);
+  const int64_t rows = p.heads_q * (p.is_varlen() ? p.total_q : p.batch * p.seqlen_q);
+  const size_t dot_bytes = (static_cast<size_t>(std::max<int64_t>(1, rows)) * sizeof(float) + 255) / 256 * 256;
+  const size_t dq_bytes = p.deterministic ? 0 : static_cast<size_t>(rows * p.head_dim_qk) * sizeof(float);
+  const size_t bytes = dot_bytes + dq_bytes;
+  void* scratch = nullptr;
+  cudaError_t err = cudaMallocAsync(&scratch, bytes, stream);
   if (err != cudaSuccess)
     throw Error(ErrorKind::runtime, "", "CUDA backward could not get " + std::to_string(bytes) +
                                             " bytes of scratch: " + cuda_message(err));
+  kp.row_dot = static_cast<float*>(scratch);
+  if (!p.deterministic) kp.dq_accum = reinterpret_cast<float*>(static_cast<char*>(scratch) + dot_bytes);
   err = sm80::backward(kp, stream);
-  cudaFreeAsync(kp.row_dot, stream);
+  cudaFreeAsync(scratch, stream);
   if (err != cudaSuccess)
     throw Error(ErrorKind::runtime, "", "CUDA backward launch failed: " + cuda_message(err));
 }

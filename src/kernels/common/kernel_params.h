@@ -32,6 +32,9 @@ struct BwdKernelParams : BwdParams {
   DropoutRng rng;
   float scale_log2 = 0.f;      // as in FwdKernelParams
   float* row_dot = nullptr;    // d_i = dO_i . O_i, laid out like a contiguous LSE
+  // fp32 dQ accumulator, one row of head_dim_qk floats per row_dot slot; set when
+  // dQ is summed with atomics (non-deterministic mode), null otherwise.
+  float* dq_accum = nullptr;
 };
 
 }  // namespace flashattn::detail

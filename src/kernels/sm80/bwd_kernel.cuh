@@ -1,12 +1,16 @@
 // The sm80 backward: probabilities are recomputed from the saved LSE, never
-// stored in global memory. Three launches, each output element written by one
-// thread block, so the gradients are bitwise reproducible without atomics:
-//   row_dot_kernel: d_i = dO_i . O_i (fp32 scratch, O(Sq) per head);
+// stored in global memory.
+//   row_dot_kernel: d_i = dO_i . O_i (fp32 scratch, O(Sq) per head); zeroes the
+//                   fp32 dQ accumulator when there is one;
 //   dkdv_kernel:    per (kv head, key tile): dV += P^T dO, dK += dS^T Q over the
-//                   visible query tiles of every query head in the group;
-//   dq_kernel:      per (query head, query tile): dQ += dS K over visible keys.
-// dS and P are recomputed in both (7 tile products instead of 5): the price of
-// no fp32 dQ accumulator in global memory and no atomics.
+//                   visible query tiles of every query head in the group, and
+//                   (default mode) dQ += dS K into the fp32 accumulator with
+//                   atomics: five tile products per step;
+//   dq_convert_kernel: the accumulator to dQ's dtype and layout.
+// Deterministic mode replaces the atomics with dq_kernel, one block per query
+// tile over the visible keys: every gradient element is then written by one
+// block, bitwise reproducible, at the price of recomputing S and dP there (7
+// tile products instead of 5).
 #pragma once
 
 #include <cmath>
@@ -50,7 +54,34 @@ __global__ void row_dot_kernel(const __grid_constant__ BwdKernelParams p) {
   }
   CUTE_UNROLL
   for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffff, acc, off);
-  if (lane == 0) p.row_dot[row_slot(p, sl, b, h, i)] = acc;
+  const int64_t slot = row_slot(p, sl, b, h, i);
+  if (lane == 0) p.row_dot[slot] = acc;
+  if (p.dq_accum != nullptr)
+    for (int c = lane * 4; c < p.head_dim_qk; c += 32 * 4)
+      *reinterpret_cast<float4*>(p.dq_accum + slot * p.head_dim_qk + c) = make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+// dQ = the fp32 accumulator in dQ's dtype (the scale is already in dS), one warp
+// per row, 8 columns per lane and step.
+template <typename Element>
+__global__ void dq_convert_kernel(const __grid_constant__ BwdKernelParams p) {
+  const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const detail::SeqLen sl(p, b);
+  const int i = warp;
+  if (i >= sl.seqlen_q) return;
+  const float* acc = p.dq_accum + row_slot(p, sl, b, h, i) * p.head_dim_qk;
+  auto* dq = static_cast<Element*>(p.dq) + sl.q_row(b, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride, h, i);
+  for (int c = lane * 8; c < p.head_dim_qk; c += 32 * 8) {
+    const float4 lo = *reinterpret_cast<const float4*>(acc + c);
+    const float4 hi = *reinterpret_cast<const float4*>(acc + c + 4);
+    const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    uint4 out;
+    Element* oe = reinterpret_cast<Element*>(&out);
+    CUTE_UNROLL
+    for (int e = 0; e < 8; ++e) oe[e] = Element(v[e]);
+    *reinterpret_cast<uint4*>(dq + c) = out;
+  }
 }
 
 // The score gradient of one (query i, key j): from the raw q.k and dO.v
@@ -91,12 +122,34 @@ __device__ __forceinline__ float lse_log2_of(float lse) {
   return lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
 }
 
+// Adds a (kBlockM x kDqChunk) block of dQ partial sums into the fp32 accumulator:
+// pairs of adjacent columns at once (one 8-byte atomic on sm90).
+template <typename Acc, typename Coord>
+__device__ __forceinline__ void atomic_add_dq(const Acc& acc, const Coord& coord, float* rows,
+                                              int row_stride, int valid_rows, int col0, int valid_cols) {
+  CUTE_UNROLL
+  for (int e = 0; e < size(acc); e += 2) {
+    const int r = get<0>(coord(e)), c = col0 + get<1>(coord(e));
+    if (r < valid_rows && c < valid_cols) {
+      float* dst = rows + int64_t(r) * row_stride + c;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      atomicAdd(reinterpret_cast<float2*>(dst), make_float2(acc(e), acc(e + 1)));
+#else
+      atomicAdd(dst, acc(e));
+      atomicAdd(dst + 1, acc(e + 1));
+#endif
+    }
+  }
+}
+
 template <typename Traits, bool kMods>
 __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
     dkdv_kernel(const __grid_constant__ BwdKernelParams p) {
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kHeadDim = Traits::kHeadDim;
-  constexpr int kThreads = Traits::kThreadsKV;
+  constexpr int kThreads = Traits::kThreadsKV, kStages = Traits::kStagesQ;
+  constexpr int kDqChunk = Traits::kDqChunk;
+  constexpr int kQSize = kBlockM * kHeadDim;  // elements of one Q (or dO) stage
   using TileKV = Shape<Int<kBlockN>, Int<kHeadDim>>;
   using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
   extern __shared__ __align__(128) char smem[];
@@ -114,21 +167,29 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
   const int m_block_max = r_end > r_begin ? (r_end + kBlockM - 1) / kBlockM : m_block_min;
   const int group = int(p.heads_q / p.heads_kv);
   const int diag_offset = seqlen_k - seqlen_q;
+  // One step per (query head of the group, visible query tile).
+  const int n_m = m_block_max - m_block_min, n_steps = n_m * group;
+  auto step_head = [&](int s) { return hk * group + s / n_m; };
+  auto step_row0 = [&](int s) { return (m_block_min + s % n_m) * kBlockM; };
 
   using SmemKV = typename Traits::template SmemRows<kBlockN>;
   using SmemQ = typename Traits::template SmemRows<kBlockM>;
   Tensor sK = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), SmemKV{});
   Tensor sV = make_tensor(sK.data() + size(sK), SmemKV{});
-  Tensor sQ = make_tensor(sV.data() + size(sV), SmemQ{});
-  Tensor sdO = make_tensor(sQ.data() + size(sQ), SmemQ{});
-  Tensor sP = make_tensor(sdO.data() + size(sdO), typename Traits::SmemLayoutPdS{});
+  Tensor sQ = make_tensor(sV.data() + size(sV), SmemQ{});  // kStages tiles
+  Tensor sdO = make_tensor(sQ.data() + kStages * kQSize, SmemQ{});
+  Tensor sP = make_tensor(sdO.data() + kStages * kQSize, typename Traits::SmemLayoutPdS{});
   Tensor sdS = make_tensor(sP.data() + size(sP), typename Traits::SmemLayoutPdS{});
-  float* s_lse = reinterpret_cast<float*>((sdS.data() + size(sdS)).get());
-  float* s_d = s_lse + kBlockM;
+  float* s_lse = reinterpret_cast<float*>((sdS.data() + size(sdS)).get());  // raw LSE, kStages rows
+  float* s_d = s_lse + kStages * kBlockM;
   Tensor sQt = make_tensor(sQ.data(), typename Traits::template SmemRowsT<kBlockM>{});
   Tensor sQtNoSwizzle = make_tensor(sQ.data().get(), typename Traits::template SmemRowsTNoSwizzle<kBlockM>{});
   Tensor sdOt = make_tensor(sdO.data(), typename Traits::template SmemRowsT<kBlockM>{});
   Tensor sdOtNoSwizzle = make_tensor(sdO.data().get(), typename Traits::template SmemRowsTNoSwizzle<kBlockM>{});
+  Tensor sdSt = make_tensor(sdS.data(), typename Traits::SmemLayoutdSt{});
+  Tensor sdStNoSwizzle = make_tensor(sdS.data().get(), typename Traits::SmemLayoutdStNoSwizzle{});
+  Tensor sKt = make_tensor(sK.data(), typename Traits::template SmemRowsT<kBlockN>{});
+  Tensor sKtNoSwizzle = make_tensor(sK.data().get(), typename Traits::template SmemRowsTNoSwizzle<kBlockN>{});
 
   // Global -> shared copies.
   typename Traits::template GmemCopyAsync<kThreads> gmem_copy;
@@ -156,99 +217,146 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
     copy_tile(gmem_copy, gmem_thr.partition_S(rows(p.v, v_off, p.v_row_stride, TileKV{})), tVsV, tKcK, v_ok, seqlen_k - c0);
     cute::cp_async_fence();
   }
+  // Q, dO, LSE and d of step s into stage `stage`; rows past the sequence read 0.
+  auto load_step = [&](int s, int stage) {
+    const int h = step_head(s), m0 = step_row0(s);
+    const int64_t q_off = sl.q_row(b, p.q_batch_stride, p.q_row_stride, p.q_head_stride, h, m0);
+    const int64_t do_off = sl.q_row(b, p.do_batch_stride, p.do_row_stride, p.do_head_stride, h, m0);
+    copy_tile(gmem_copy, gmem_thr.partition_S(rows(p.q, q_off, p.q_row_stride, TileQ{})),
+              stage_at(tQsQ, stage * kQSize), tQcQ, qk_ok, seqlen_q - m0);
+    copy_tile(gmem_copy, gmem_thr.partition_S(rows(p.dout, do_off, p.do_row_stride, TileQ{})),
+              stage_at(tdOsdO, stage * kQSize), tQcQ, v_ok, seqlen_q - m0);
+    if (tidx < kBlockM) {
+      const int i = m0 + tidx;
+      const bool in = i < seqlen_q;
+      cp_async_f32(s_lse + stage * kBlockM + tidx, in ? p.lse + sl.lse_index(p, b, h, i) : p.lse, in);
+      cp_async_f32(s_d + stage * kBlockM + tidx, in ? p.row_dot + row_slot(p, sl, b, h, i) : p.row_dot, in);
+    }
+    cute::cp_async_fence();
+  };
+  if (n_steps > 0) load_step(0, 0);
 
-  typename Traits::TiledMmaKV tiled_mma;
-  auto thr_mma = tiled_mma.get_thread_slice(tidx);
-  Tensor tSrK = thr_mma.partition_fragment_A(sK);
-  Tensor tSrQ = thr_mma.partition_fragment_B(sQ);
-  Tensor tdPrV = thr_mma.partition_fragment_A(sV);
-  Tensor tdPrdO = thr_mma.partition_fragment_B(sdO);
-  Tensor tdVrP = thr_mma.partition_fragment_A(sP);
-  Tensor tdVrdOt = thr_mma.partition_fragment_B(sdOtNoSwizzle);
-  Tensor tdKrdS = thr_mma.partition_fragment_A(sdS);
-  Tensor tdKrQt = thr_mma.partition_fragment_B(sQtNoSwizzle);
-  Tensor acc_dk = partition_fragment_C(tiled_mma, TileKV{});
-  Tensor acc_dv = partition_fragment_C(tiled_mma, TileKV{});
-  clear(acc_dk);
-  clear(acc_dv);
-
-  auto copy_a = make_tiled_copy_A(typename Traits::SmemCopyAtom{}, tiled_mma);
-  auto thr_a = copy_a.get_thread_slice(tidx);
-  auto copy_b = make_tiled_copy_B(typename Traits::SmemCopyAtom{}, tiled_mma);
-  auto thr_b = copy_b.get_thread_slice(tidx);
-  auto copy_bt = make_tiled_copy_B(typename Traits::SmemCopyAtomTransposed{}, tiled_mma);
-  auto thr_bt = copy_bt.get_thread_slice(tidx);
-  Tensor tSsK = thr_a.partition_S(sK);
-  Tensor tSsQ = thr_b.partition_S(sQ);
-  Tensor tdPsV = thr_a.partition_S(sV);
-  Tensor tdPsdO = thr_b.partition_S(sdO);
-  Tensor tdVsP = thr_a.partition_S(sP);
-  Tensor tdVsdOt = thr_bt.partition_S(sdOt);
-  Tensor tdKsdS = thr_a.partition_S(sdS);
-  Tensor tdKsQt = thr_bt.partition_S(sQt);
-  auto copy_c = make_tiled_copy_C(typename Traits::SmemCopyAtomStore{}, tiled_mma);
+  // S^T and dP^T.
+  typename Traits::TiledMmaSdP mma_sdp;
+  auto thr_sdp = mma_sdp.get_thread_slice(tidx);
+  Tensor tSrK = thr_sdp.partition_fragment_A(sK);
+  Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);
+  Tensor tdPrV = thr_sdp.partition_fragment_A(sV);
+  Tensor tdPrdO = thr_sdp.partition_fragment_B(sdO);
+  auto copy_a_sdp = make_tiled_copy_A(typename Traits::SmemCopyAtom{}, mma_sdp);
+  auto thr_a_sdp = copy_a_sdp.get_thread_slice(tidx);
+  auto copy_b_sdp = make_tiled_copy_B(typename Traits::SmemCopyAtom{}, mma_sdp);
+  auto thr_b_sdp = copy_b_sdp.get_thread_slice(tidx);
+  Tensor tSsK = thr_a_sdp.partition_S(sK);
+  Tensor tSsQ = thr_b_sdp.partition_S(sQ);
+  Tensor tdPsV = thr_a_sdp.partition_S(sV);
+  Tensor tdPsdO = thr_b_sdp.partition_S(sdO);
+  auto copy_c = make_tiled_copy_C(typename Traits::SmemCopyAtomStore{}, mma_sdp);
   auto thr_c = copy_c.get_thread_slice(tidx);
   Tensor tPsP = thr_c.partition_D(sP);
   Tensor tdSsdS = thr_c.partition_D(sdS);
-
   // (key row, query col) of every S^T element this thread holds.
-  Tensor tScS = thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kBlockM>>{}));
+  Tensor tScS = thr_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kBlockM>>{}));
   Tensor coord = make_tensor(tScS.data(), acc_rowcol(tScS.layout()));
 
-  for (int h = hk * group; h < (hk + 1) * group; ++h) {
-    const float slope = (kMods && p.alibi_slopes) ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.f;
-    for (int m_block = m_block_min; m_block < m_block_max; ++m_block) {
-      const int m0 = m_block * kBlockM;
-      const int64_t q_off = sl.q_row(b, p.q_batch_stride, p.q_row_stride, p.q_head_stride, h, m0);
-      const int64_t do_off = sl.q_row(b, p.do_batch_stride, p.do_row_stride, p.do_head_stride, h, m0);
-      copy_tile(gmem_copy, gmem_thr.partition_S(rows(p.q, q_off, p.q_row_stride, TileQ{})), tQsQ, tQcQ, qk_ok, seqlen_q - m0);
-      copy_tile(gmem_copy, gmem_thr.partition_S(rows(p.dout, do_off, p.do_row_stride, TileQ{})), tdOsdO, tQcQ, v_ok, seqlen_q - m0);
-      cute::cp_async_fence();
-      if (tidx < kBlockM) {
-        const int i = m0 + tidx;
-        const bool in = i < seqlen_q;
-        s_lse[tidx] = in ? lse_log2_of(p.lse[sl.lse_index(p, b, h, i)]) : INFINITY;
-        s_d[tidx] = in ? p.row_dot[row_slot(p, sl, b, h, i)] : 0.f;
-      }
+  // dV += P^T dO and dK += dS^T Q.
+  typename Traits::TiledMmadKV mma_dkv;
+  auto thr_dkv = mma_dkv.get_thread_slice(tidx);
+  Tensor tdVrP = thr_dkv.partition_fragment_A(sP);
+  Tensor tdVrdOt = thr_dkv.partition_fragment_B(sdOtNoSwizzle);
+  Tensor tdKrdS = thr_dkv.partition_fragment_A(sdS);
+  Tensor tdKrQt = thr_dkv.partition_fragment_B(sQtNoSwizzle);
+  Tensor acc_dk = partition_fragment_C(mma_dkv, TileKV{});
+  Tensor acc_dv = partition_fragment_C(mma_dkv, TileKV{});
+  clear(acc_dk);
+  clear(acc_dv);
+  auto copy_a_dkv = make_tiled_copy_A(typename Traits::SmemCopyAtom{}, mma_dkv);
+  auto thr_a_dkv = copy_a_dkv.get_thread_slice(tidx);
+  auto copy_bt_dkv = make_tiled_copy_B(typename Traits::SmemCopyAtomTransposed{}, mma_dkv);
+  auto thr_bt_dkv = copy_bt_dkv.get_thread_slice(tidx);
+  Tensor tdVsP = thr_a_dkv.partition_S(sP);
+  Tensor tdVsdOt = thr_bt_dkv.partition_S(sdOt);
+  Tensor tdKsdS = thr_a_dkv.partition_S(sdS);
+  Tensor tdKsQt = thr_bt_dkv.partition_S(sQt);
+
+  // dQ += dS K (atomic mode): dS read back transposed from dS^T, K as K^T.
+  typename Traits::TiledMmadQ mma_dq;
+  auto thr_dq = mma_dq.get_thread_slice(tidx);
+  auto copy_at_dq = make_tiled_copy_A(typename Traits::SmemCopyAtomTransposed{}, mma_dq);
+  auto thr_at_dq = copy_at_dq.get_thread_slice(tidx);
+  auto copy_bt_dq = make_tiled_copy_B(typename Traits::SmemCopyAtomTransposed{}, mma_dq);
+  auto thr_bt_dq = copy_bt_dq.get_thread_slice(tidx);
+  Tensor tdQsdS = thr_at_dq.partition_S(sdSt);
+  Tensor tdQrdS = thr_dq.partition_fragment_A(sdStNoSwizzle);
+  // (query row, column) of every dQ-chunk element this thread holds.
+  Tensor tdQcdQ = thr_dq.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kDqChunk>>{}));
+
+  for (int step = 0; step < n_steps; ++step) {
+    const int stage = kStages == 2 ? step & 1 : 0;
+    const int h = step_head(step), m0 = step_row0(step);
+    if (kStages == 2 && step + 1 < n_steps) {
+      load_step(step + 1, stage ^ 1);  // lands while this step computes
+      cute::cp_async_wait<1>();
+    } else {
       cute::cp_async_wait<0>();
-      __syncthreads();
-
-      Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockN>, Int<kBlockM>>{});
-      Tensor acc_dp = partition_fragment_C(tiled_mma, Shape<Int<kBlockN>, Int<kBlockM>>{});
-      clear(acc_s);
-      clear(acc_dp);
-      gemm_ss(acc_s, tSrK, tSrQ, tSsK, tSsQ, tiled_mma, copy_a, copy_b, thr_a, thr_b);
-      gemm_ss(acc_dp, tdPrV, tdPrdO, tdPsV, tdPsdO, tiled_mma, copy_a, copy_b, thr_a, thr_b);
-
-      const bool need_mask = !mask.tile_full(m0, min(m0 + kBlockM, seqlen_q), c0, c0 + kBlockN);
-      Tensor s = make_tensor(acc_s.data(), acc_rowcol(acc_s.layout()));
-      Tensor dp = make_tensor(acc_dp.data(), acc_rowcol(acc_dp.layout()));
-      CUTE_UNROLL
-      for (int ni = 0; ni < size<1>(s); ++ni) {
-        const int il = get<1>(coord(0, ni)), i = m0 + il;
-        const float lse2 = s_lse[il], d = s_d[il];
-        const int lo = need_mask ? int(mask.col_begin(i)) : 0;
-        const int hi = need_mask ? int(mask.col_end(i)) : seqlen_k;
-        CUTE_UNROLL
-        for (int mi = 0; mi < size<0>(s); ++mi) {
-          const int j = c0 + get<0>(coord(mi, ni));
-          const bool visible = j >= lo && j < hi;
-          const bool keep = kMods && p.dropout_p > 0.f ? p.rng.keep(b, h, i, j) : true;
-          float pv, ds;
-          score_grad<kMods>(p, s(mi, ni), dp(mi, ni), lse2, d, slope, i, j, diag_offset, visible, keep, pv, ds);
-          s(mi, ni) = pv;
-          dp(mi, ni) = ds;
-        }
-      }
-      // P^T and dS^T go through shared memory: the dK/dV products need them as
-      // A operands split differently across warps than the S^T product made them.
-      cute::copy(copy_c, thr_c.retile_S(convert_fragment<Element>(acc_s)), tPsP);
-      cute::copy(copy_c, thr_c.retile_S(convert_fragment<Element>(acc_dp)), tdSsdS);
-      __syncthreads();
-      gemm_ss(acc_dv, tdVrP, tdVrdOt, tdVsP, tdVsdOt, tiled_mma, copy_a, copy_bt, thr_a, thr_bt);
-      gemm_ss(acc_dk, tdKrdS, tdKrQt, tdKsdS, tdKsQt, tiled_mma, copy_a, copy_bt, thr_a, thr_bt);
-      __syncthreads();
     }
+    __syncthreads();
+    const int q_stage = stage * kQSize;
+
+    Tensor acc_s = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
+    Tensor acc_dp = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
+    clear(acc_s);
+    clear(acc_dp);
+    gemm_ss(acc_s, tSrK, tSrQ, tSsK, stage_at(tSsQ, q_stage), mma_sdp, copy_a_sdp, copy_b_sdp, thr_a_sdp, thr_b_sdp);
+    gemm_ss(acc_dp, tdPrV, tdPrdO, tdPsV, stage_at(tdPsdO, q_stage), mma_sdp, copy_a_sdp, copy_b_sdp, thr_a_sdp, thr_b_sdp);
+
+    const float slope = (kMods && p.alibi_slopes) ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.f;
+    const bool need_mask = !mask.tile_full(m0, min(m0 + kBlockM, seqlen_q), c0, c0 + kBlockN);
+    const float* lse_row = s_lse + stage * kBlockM;
+    const float* d_row = s_d + stage * kBlockM;
+    Tensor s = make_tensor(acc_s.data(), acc_rowcol(acc_s.layout()));
+    Tensor dp = make_tensor(acc_dp.data(), acc_rowcol(acc_dp.layout()));
+    CUTE_UNROLL
+    for (int ni = 0; ni < size<1>(s); ++ni) {
+      const int il = get<1>(coord(0, ni)), i = m0 + il;
+      const float lse2 = i < seqlen_q ? lse_log2_of(lse_row[il]) : INFINITY, d = d_row[il];
+      const int lo = need_mask ? int(mask.col_begin(i)) : 0;
+      const int hi = need_mask ? int(mask.col_end(i)) : seqlen_k;
+      CUTE_UNROLL
+      for (int mi = 0; mi < size<0>(s); ++mi) {
+        const int j = c0 + get<0>(coord(mi, ni));
+        const bool visible = j >= lo && j < hi;
+        const bool keep = kMods && p.dropout_p > 0.f ? p.rng.keep(b, h, i, j) : true;
+        float pv, ds;
+        score_grad<kMods>(p, s(mi, ni), dp(mi, ni), lse2, d, slope, i, j, diag_offset, visible, keep, pv, ds);
+        s(mi, ni) = pv;
+        dp(mi, ni) = ds;
+      }
+    }
+    // P^T and dS^T go through shared memory: the dK/dV products need them as
+    // A operands split differently across warps than the S^T product made them.
+    cute::copy(copy_c, thr_c.retile_S(convert_fragment<Element>(acc_s)), tPsP);
+    cute::copy(copy_c, thr_c.retile_S(convert_fragment<Element>(acc_dp)), tdSsdS);
+    __syncthreads();
+    gemm_ss(acc_dv, tdVrP, tdVrdOt, tdVsP, stage_at(tdVsdOt, q_stage), mma_dkv, copy_a_dkv, copy_bt_dkv, thr_a_dkv, thr_bt_dkv);
+    gemm_ss(acc_dk, tdKrdS, tdKrQt, tdKsdS, stage_at(tdKsQt, q_stage), mma_dkv, copy_a_dkv, copy_bt_dkv, thr_a_dkv, thr_bt_dkv);
+
+    if (p.dq_accum != nullptr) {
+      // dQ(m0 rows) += dS K, kDqChunk columns at a time, added into fp32 with atomics.
+      float* dq_rows = p.dq_accum + row_slot(p, sl, b, h, m0) * p.head_dim_qk;
+      for_each(make_int_sequence<kHeadDim / kDqChunk>{}, [&](auto chunk) {
+        using ChunkTile = Shape<Int<kDqChunk>, Int<kBlockN>>;
+        Tensor tdQrKt = thr_dq.partition_fragment_B(local_tile(sKtNoSwizzle, ChunkTile{}, make_coord(chunk, _0{})));
+        Tensor tdQsKt = thr_bt_dq.partition_S(local_tile(sKt, ChunkTile{}, make_coord(chunk, _0{})));
+        Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kDqChunk>>{});
+        clear(acc_dq);
+        gemm_ss(acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, mma_dq, copy_at_dq, copy_bt_dq, thr_at_dq, thr_bt_dq);
+        atomic_add_dq(acc_dq, tdQcdQ, dq_rows, int(p.head_dim_qk), seqlen_q - m0,
+                      decltype(chunk)::value * kDqChunk, int(p.head_dim_qk));
+      });
+    }
+    __syncthreads();  // this stage and P^T / dS^T are rewritten next
+    if (kStages == 1 && step + 1 < n_steps) load_step(step + 1, 0);
   }
 
   // Epilogue: dK and dV through shared memory (K's and V's space) to global. A
@@ -257,8 +365,10 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
   Tensor rdV = convert_fragment<Element>(acc_dv);
   cute::cp_async_wait<0>();
   __syncthreads();
-  cute::copy(copy_c, thr_c.retile_S(rdK), thr_c.partition_D(sK));
-  cute::copy(copy_c, thr_c.retile_S(rdV), thr_c.partition_D(sV));
+  auto copy_c_dkv = make_tiled_copy_C(typename Traits::SmemCopyAtomStore{}, mma_dkv);
+  auto thr_c_dkv = copy_c_dkv.get_thread_slice(tidx);
+  cute::copy(copy_c_dkv, thr_c_dkv.retile_S(rdK), thr_c_dkv.partition_D(sK));
+  cute::copy(copy_c_dkv, thr_c_dkv.retile_S(rdV), thr_c_dkv.partition_D(sV));
   __syncthreads();
   typename Traits::template GmemCopyStore<kThreads> gmem_store;
   auto store_thr = gmem_store.get_thread_slice(tidx);

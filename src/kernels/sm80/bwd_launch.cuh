@@ -1,5 +1,6 @@
-// Host side of the sm80 backward: the row-dot pre-pass, then the dK/dV and dQ
-// kernels, all on the caller's stream.
+// Host side of the sm80 backward: the row-dot pre-pass, then the dK/dV kernel
+// and either the dQ conversion (atomic dQ) or the dQ kernel (deterministic), all
+// on the caller's stream.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -34,7 +35,9 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
     dkdv<<<dim3(blocks(p.seqlen_k, Traits::kBlockN), hkv, batch), Traits::kThreadsKV, Traits::kSmemKV, stream>>>(p);
   }
 
-  if (p.seqlen_q > 0) {
+  if (p.seqlen_q > 0 && p.dq_accum != nullptr) {
+    dq_convert_kernel<Element><<<dim3(blocks(p.seqlen_q, 8), hq, batch), 256, 0, stream>>>(p);
+  } else if (p.seqlen_q > 0) {
     auto dq = dq_kernel<Traits, kMods>;
     static const cudaError_t dq_attr = allow_smem(dq, Traits::kSmemQ);
     if (dq_attr != cudaSuccess) return dq_attr;

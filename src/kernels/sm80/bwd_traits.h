@@ -1,6 +1,12 @@
 // Tile shapes and CuTe building blocks of the sm80 backward kernels.
 //   dK/dV kernel: one block owns kBlockN keys of one kv head and walks the query
-//     tiles (kBlockM rows) of every query head of its group: 8 warps.
+//     tiles (kBlockM rows) of every query head of its group: 8 warps. Q and dO
+//     tiles are double-buffered; outside deterministic mode it also adds
+//     dS K into the fp32 dQ accumulator with atomics, kDqChunk columns at a time.
+//     mma.sync kernels are bound by shared-memory reads (ldmatrix) as much as by
+//     the tensor cores: a warp tile of a x b outputs reads (a + b) * 32 bytes per
+//     k-slice of 16 for a * b / 128 MMAs, so every product is laid out for warp
+//     tiles of at least 32 x 32 (256 B per MMA; 16 x 32 costs 384).
 //   dQ kernel: one block owns kBlockM query rows and walks the key tiles: 4 warps,
 //     each owning 16 rows, so dS stays in registers as the A operand of dS K.
 #pragma once
@@ -14,14 +20,27 @@ struct BwdTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = 64;                       // query rows per step
-  static constexpr int kBlockN = 64;                       // keys per dK/dV block
+  // Keys per dK/dV block: 128 up to hd128 (bigger warp tiles); at hd192/256 the
+  // dK and dV accumulators of 128 keys would not fit the registers.
+  static constexpr int kBlockN = kHeadDim <= 128 ? 128 : 64;
   static constexpr int kBlockNdQ = kHeadDim <= 128 ? 64 : 32;  // keys per dQ step
   static constexpr int kThreadsKV = 256;
   static constexpr int kThreadsQ = 128;
 
   using MmaAtom = typename FwdTraits<kHeadDim, Element>::MmaAtom;
-  // dK/dV kernel: 4 x 2 warps for S^T, dP^T (kBlockN x kBlockM) and dK, dV (kBlockN x D).
-  using TiledMmaKV = TiledMMA<MmaAtom, Layout<Shape<_4, _2, _1>>, Tile<_64, _32, _16>>;
+  // dK/dV kernel, 8 warps. S^T, dP^T (kBlockN x kBlockM): 4 x 2 warps, 32 x 32 each
+  // at kBlockN = 128 (16 x 32 at 64).
+  using TiledMmaSdP = TiledMMA<MmaAtom, Layout<Shape<_4, _2, _1>>, Tile<_64, _32, _16>>;
+  // dK, dV (kBlockN x D): 32 keys x D/2 per warp at kBlockN = 128, 32 x D/4 at 64.
+  using TiledMmadKV = std::conditional_t<
+      kBlockN == 128, TiledMMA<MmaAtom, Layout<Shape<_4, _2, _1>>, Tile<_64, _32, _16>>,
+      TiledMMA<MmaAtom, Layout<Shape<_2, _4, _1>>, Tile<_32, _64, _16>>>;
+  // dQ columns per atomic pass: 128 at most (registers), a divisor of the head dim.
+  static constexpr int kDqChunk = kHeadDim % 128 == 0 ? 128 : kHeadDim % 64 == 0 ? 64 : kHeadDim;
+  // dQ chunk (kBlockM x kDqChunk): 2 x 4 warps, 32 rows x kDqChunk/4 each (4 x 2 at hd96).
+  using TiledMmadQ = std::conditional_t<
+      kDqChunk % 64 == 0, TiledMMA<MmaAtom, Layout<Shape<_2, _4, _1>>, Tile<_32, _64, _16>>,
+      TiledMMA<MmaAtom, Layout<Shape<_4, _2, _1>>, Tile<_64, _32, _16>>>;
   // dQ kernel: 4 warps stacked along the query rows.
   using TiledMmaQ = TiledMMA<MmaAtom, Layout<Shape<_4, _1, _1>>, Tile<_64, _16, _16>>;
 
@@ -41,6 +60,10 @@ struct BwdTraits {
   using SmemLayoutPdS = decltype(tile_to_shape(
       composition(Swizzle<3, 3, 3>{}, Layout<Shape<_8, _64>, Stride<_64, _1>>{}),
       Shape<Int<kBlockN>, Int<kBlockM>>{}));
+  // dS (kBlockM x kBlockN) read from the dS^T tile, the A operand of dQ = dS K.
+  using SmemLayoutdSt = decltype(composition(
+      SmemLayoutPdS{}, make_layout(Shape<Int<kBlockM>, Int<kBlockN>>{}, GenRowMajor{})));
+  using SmemLayoutdStNoSwizzle = decltype(get_nonswizzle_portion(SmemLayoutdSt{}));
 
   using SmemCopyAtom = Copy_Atom<SM75_U32x4_LDSM_N, Element>;
   using SmemCopyAtomTransposed = Copy_Atom<SM75_U16x8_LDSM_T, Element>;
@@ -60,9 +83,12 @@ struct BwdTraits {
       Copy_Atom<UniversalCopy<cute::uint128_t>, Element>{}, GmemLayoutAtom<kThreads>{},
       Layout<Shape<_1, Int<kGmemElemsPerLoad>>>{}));
 
-  // dK/dV kernel: K, V, Q, dO tiles, P^T and dS^T, and the LSE / d of the query tile.
-  static constexpr int kSmemKV = (2 * kBlockN + 2 * kBlockM) * kHeadDim * int(sizeof(Element)) +
-                                 2 * kBlockN * kBlockM * int(sizeof(Element)) + 2 * kBlockM * 4;
+  // Q/dO stages of the dK/dV kernel: two (the next tile loads during this one's
+  // products) while that fits the 163 KiB an sm80 block may have; one at 256.
+  static constexpr int kStagesQ = kHeadDim <= 192 ? 2 : 1;
+  // dK/dV kernel: K, V, the Q and dO stages, P^T and dS^T, the stages' LSE and d.
+  static constexpr int kSmemKV = (2 * kBlockN + 2 * kStagesQ * kBlockM) * kHeadDim * int(sizeof(Element)) +
+                                 2 * kBlockN * kBlockM * int(sizeof(Element)) + 2 * kStagesQ * kBlockM * 4;
   // dQ kernel: Q, dO, K, V tiles.
   static constexpr int kSmemQ = (2 * kBlockM + 2 * kBlockNdQ) * kHeadDim * int(sizeof(Element));
 };

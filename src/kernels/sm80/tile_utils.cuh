@@ -91,6 +91,22 @@ __device__ __forceinline__ void copy_tile(const TiledCopy& tc, const S& src, D&&
   }
 }
 
+// 4-byte cp.async of one float; reads nothing and writes 0 when !valid.
+__device__ __forceinline__ void cp_async_f32(float* smem, const float* gmem, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem),
+               "r"(valid ? 4 : 0));
+#endif
+}
+
+// The same partitioned shared-memory tensor `offset` elements further on: the
+// next stage of a multi-stage buffer (offsets are multiples of the swizzle period).
+template <typename T>
+__device__ __forceinline__ auto stage_at(const T& t, int offset) {
+  return make_tensor(t.data() + offset, t.layout());
+}
+
 // Reductions over the 4 threads of a quad, which share the rows of an m16n8 tile.
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, 2));
