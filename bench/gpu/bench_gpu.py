@@ -14,6 +14,7 @@ import argparse
 import ctypes
 import datetime
 import json
+import os
 import platform
 import statistics
 import sys
@@ -105,6 +106,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--no-bwd", action="store_true", help="skip the peers' backward")
+    ap.add_argument("--sm80-too", action="store_true",
+                    help="also time our forward with the portable sm80 kernel (ours_sm80_fwd_*)")
     ap.add_argument("--deterministic", action="store_true",
                     help="also time our backward in deterministic mode (ours_bwd_det_*)")
     ap.add_argument("--memory", action="store_true",
@@ -116,8 +119,9 @@ def main():
     fa = Flashattn(args.shim)
     dev = torch.device("cuda")
     rows = []
-    print(f"{'D':>4} {'causal':>6} {'N':>6} | {'ours fwd':>9} {'flash fwd':>9} {'cudnn fwd':>9} | "
-          f"{'ours bwd':>9} {'flash bwd':>9} {'cudnn bwd':>9} | {'fwd/FA2':>7} {'bwd/FA2':>7} {'max|diff|':>9}")
+    print(f"{'D':>4} {'causal':>6} {'N':>6} | {'ours fwd':>9} {'sm80 fwd':>9} {'flash fwd':>9} {'cudnn fwd':>9} | "
+          f"{'ours bwd':>9} {'flash bwd':>9} {'cudnn bwd':>9} | {'fwd/FA2':>7} {'fwd/cuDNN':>9} {'bwd/FA2':>7} "
+          f"{'max|diff|':>9}")
     for d in [int(x) for x in args.hdims.split(",")]:
         for causal in [bool(int(x)) for x in args.causal.split(",")]:
             for n in [int(x) for x in args.seqlens.split(",")]:
@@ -134,6 +138,12 @@ def main():
                 row["max_abs_diff_vs_flash"] = (out.float() - ref.float()).abs().max().item()
                 row["ours_fwd_ms"] = time_ms(lambda: fa.forward(q, k, v, out, lse, causal=causal),
                                              args.warmup, args.repeats)
+                if args.sm80_too:
+                    # The portable kernel on the same problem (dispatch would pick the Hopper one).
+                    os.environ["FLASHATTN_FORCE_SM80"] = "1"
+                    row["ours_sm80_fwd_ms"] = time_ms(lambda: fa.forward(q, k, v, out, lse, causal=causal),
+                                                      args.warmup, args.repeats)
+                    del os.environ["FLASHATTN_FORCE_SM80"]
                 if not args.no_bwd:
                     do = torch.randn_like(q)
                     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
@@ -172,10 +182,11 @@ def main():
                         row[key.replace("_ms", "_tflops")] = 2.5 * flops / row[key] / 1e9
                 rows.append(row)
                 g = lambda key: row.get(key, float("nan"))
-                print(f"{d:>4} {int(causal):>6} {n:>6} | {g('ours_fwd_tflops'):9.1f} "
+                print(f"{d:>4} {int(causal):>6} {n:>6} | {g('ours_fwd_tflops'):9.1f} {g('ours_sm80_fwd_tflops'):9.1f} "
                       f"{g('flash_fwd_tflops'):9.1f} {g('cudnn_fwd_tflops'):9.1f} | "
                       f"{g('ours_bwd_tflops'):9.1f} {g('flash_bwd_tflops'):9.1f} {g('cudnn_bwd_tflops'):9.1f} | "
                       f"{g('ours_fwd_tflops') / g('flash_fwd_tflops'):7.2f} "
+                      f"{g('ours_fwd_tflops') / g('cudnn_fwd_tflops'):9.2f} "
                       f"{g('ours_bwd_tflops') / g('flash_bwd_tflops'):7.2f} "
                       f"{row['max_abs_diff_vs_flash']:9.2e}", flush=True)
                 del q, k, v, out, lse
@@ -235,7 +246,10 @@ def plot(rows, path, gpu):
         ns = [r["seqlen"] for r in sel]
         for row_i, mode in enumerate(("fwd", "bwd")):
             ax = axes[row_i][col]
-            for impl, label in (("ours", "flashattn"), ("flash", "FA2 (PyTorch)"), ("cudnn", "cuDNN")):
+            for impl, label in (("ours", "flashattn"), ("ours_sm80", "flashattn sm80"),
+                                ("flash", "FA2 (PyTorch)"), ("cudnn", "cuDNN")):
+                if not any(f"{impl}_{mode}_tflops" in r for r in sel):
+                    continue
                 ax.plot(ns, [r.get(f"{impl}_{mode}_tflops", float("nan")) for r in sel], marker="o", label=label)
             ax.set_xscale("log", base=2)
             ax.set_title(f"{mode} D={d} {'causal' if causal else 'full'}")

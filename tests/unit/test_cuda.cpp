@@ -109,6 +109,27 @@ std::vector<Case> head_dim_cases() {
   return in_dtypes(cases, {DType::f16, DType::bf16});
 }
 INSTANTIATE_TEST_SUITE_P(HeadDims, CudaForward, ::testing::ValuesIn(on_cuda(head_dim_cases())), CaseParamName());
+
+// Problems the Hopper forward takes (head dims 64/128/256, plain, causal and window
+// masks, GQA/MQA) at shapes that stress its tiles and barriers: lengths around the
+// 128-row and 64/128-key tiles, one key, more keys than queries and the reverse.
+// On other GPUs, or with FLASHATTN_FORCE_SM80=1, the same cases check the sm80 kernel.
+std::vector<Case> hopper_cases() {
+  std::vector<Case> cases;
+  for (int64_t d : {64, 128, 256}) {
+    const std::string n = "hdim" + std::to_string(d) + "_";
+    cases.push_back(Case(n + "full").batch(2).seq(1000, 1000).heads(4, 4).dims(d, d));
+    cases.push_back(Case(n + "causal_sq_gt_sk").seq(517, 300).heads(2, 2).dims(d, d).causal_mask());
+    cases.push_back(Case(n + "causal_sk_gt_sq").seq(100, 1030).heads(2, 1).dims(d, d).causal_mask());
+    cases.push_back(Case(n + "window").seq(700, 700).heads(2, 2).dims(d, d).win(128, 0));
+    cases.push_back(Case(n + "window_both").seq(333, 777).heads(2, 2).dims(d, d).win(64, 31));
+    cases.push_back(Case(n + "tiny").batch(3).seq(1, 7).heads(2, 2).dims(d, d));
+    cases.push_back(Case(n + "mqa").seq(256, 384).heads(8, 1).dims(d, d).causal_mask());
+    cases.push_back(Case(n + "one_key").seq(200, 1).heads(2, 2).dims(d, d).causal_mask());
+  }
+  return in_dtypes(cases, {DType::f16, DType::bf16});
+}
+INSTANTIATE_TEST_SUITE_P(Hopper, CudaForward, ::testing::ValuesIn(on_cuda(hopper_cases())), CaseParamName());
 INSTANTIATE_TEST_SUITE_P(HeadDims, CudaBackward, ::testing::ValuesIn(on_cuda(head_dim_cases())), CaseParamName());
 
 // Device buffers for a small contiguous [B, S, H, D] problem.

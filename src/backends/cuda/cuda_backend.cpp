@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "flashattn/error.h"
 #include "kernels/common/kernel_params.h"
 #include "kernels/sm80/launch.h"
+#include "kernels/sm90/launch.h"
 
 namespace flashattn::detail {
 namespace {
@@ -101,6 +103,23 @@ void derive_kernel_values(const FwdParams& p, DropoutRng& rng, float& scale_log2
   scale_log2 = needs_score_mods(p) ? kLog2e : p.softmax_scale * kLog2e;
 }
 
+// The Hopper kernel runs where it exists for the call (compute capability 9.0,
+// sm_90a in the build, a supported problem); FLASHATTN_FORCE_SM80=1 picks the
+// portable kernel anyway (tests and benchmarks compare the two).
+bool use_sm90(const FwdParams& p) {
+#ifdef FLASHATTN_WITH_SM90
+  const char* force = std::getenv("FLASHATTN_FORCE_SM80");
+  if (force != nullptr && force[0] != '\0' && force[0] != '0') return false;
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, p.device.index);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, p.device.index);
+  return major == 9 && minor == 0 && sm90::supports_forward(p);
+#else
+  (void)p;
+  return false;
+#endif
+}
+
 }  // namespace
 
 int cuda_device_count() {
@@ -169,7 +188,8 @@ void cuda_forward(const FwdParams& p) {
   FwdKernelParams kp;
   static_cast<FwdParams&>(kp) = p;
   derive_kernel_values(p, kp.rng, kp.scale_log2);
-  const cudaError_t err = sm80::forward(kp, static_cast<cudaStream_t>(p.stream));
+  const auto stream = static_cast<cudaStream_t>(p.stream);
+  const cudaError_t err = use_sm90(p) ? sm90::forward(kp, stream) : sm80::forward(kp, stream);
   if (err != cudaSuccess)
     throw Error(ErrorKind::runtime, "", "CUDA forward launch failed: " + cuda_message(err));
 }

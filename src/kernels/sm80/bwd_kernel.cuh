@@ -394,7 +394,7 @@ template <typename Traits, bool kMods>
 __global__ void __launch_bounds__(Traits::kThreadsQ, 1)
     dq_kernel(const __grid_constant__ BwdKernelParams p) {
   using Element = typename Traits::Element;
-  constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockNdQ, kHeadDim = Traits::kHeadDim;
+  constexpr int kBlockM = Traits::kBlockMdQ, kBlockN = Traits::kBlockNdQ, kHeadDim = Traits::kHeadDim;
   constexpr int kThreads = Traits::kThreadsQ;
   using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
   using TileKV = Shape<Int<kBlockN>, Int<kHeadDim>>;

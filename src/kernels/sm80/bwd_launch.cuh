@@ -41,7 +41,7 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
     auto dq = dq_kernel<Traits, kMods>;
     static const cudaError_t dq_attr = allow_smem(dq, Traits::kSmemQ);
     if (dq_attr != cudaSuccess) return dq_attr;
-    dq<<<dim3(blocks(p.seqlen_q, Traits::kBlockM), hq, batch), Traits::kThreadsQ, Traits::kSmemQ, stream>>>(p);
+    dq<<<dim3(blocks(p.seqlen_q, Traits::kBlockMdQ), hq, batch), Traits::kThreadsQ, Traits::kSmemQ, stream>>>(p);
   }
   return cudaGetLastError();
 }

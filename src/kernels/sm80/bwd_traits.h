@@ -19,10 +19,13 @@ template <int kHeadDim_, typename Element_>
 struct BwdTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
-  static constexpr int kBlockM = 64;                       // query rows per step
+  // Query rows per step: 128 at hd64 (the registers allow it, and it halves the K/V
+  // reads per product), 64 above.
+  static constexpr int kBlockM = kHeadDim <= 64 ? 128 : 64;
   // Keys per dK/dV block: 128 up to hd128 (bigger warp tiles); at hd192/256 the
   // dK and dV accumulators of 128 keys would not fit the registers.
   static constexpr int kBlockN = kHeadDim <= 128 ? 128 : 64;
+  static constexpr int kBlockMdQ = 64;                         // query rows per dQ block
   static constexpr int kBlockNdQ = kHeadDim <= 128 ? 64 : 32;  // keys per dQ step
   static constexpr int kThreadsKV = 256;
   static constexpr int kThreadsQ = 128;
@@ -37,9 +40,13 @@ struct BwdTraits {
       TiledMMA<MmaAtom, Layout<Shape<_2, _4, _1>>, Tile<_32, _64, _16>>>;
   // dQ columns per atomic pass: 128 at most (registers), a divisor of the head dim.
   static constexpr int kDqChunk = kHeadDim % 128 == 0 ? 128 : kHeadDim % 64 == 0 ? 64 : kHeadDim;
-  // dQ chunk (kBlockM x kDqChunk): 2 x 4 warps, 32 rows x kDqChunk/4 each (4 x 2 at hd96).
+  // dQ chunk (kBlockM x kDqChunk): kBlockM/32 x (8 / that) warps of 32 x 32 each
+  // (4 x 2 warps of 16 x 48 at hd96, whose 96 columns do not split in four).
+  static constexpr int kWarpsMdQ = kBlockM / 32, kWarpsNdQ = 8 / kWarpsMdQ;
   using TiledMmadQ = std::conditional_t<
-      kDqChunk % 64 == 0, TiledMMA<MmaAtom, Layout<Shape<_2, _4, _1>>, Tile<_32, _64, _16>>,
+      kDqChunk % (16 * kWarpsNdQ) == 0,
+      TiledMMA<MmaAtom, Layout<Shape<Int<kWarpsMdQ>, Int<kWarpsNdQ>, _1>>,
+               Tile<Int<16 * kWarpsMdQ>, Int<16 * kWarpsNdQ>, _16>>,
       TiledMMA<MmaAtom, Layout<Shape<_4, _2, _1>>, Tile<_64, _32, _16>>>;
   // dQ kernel: 4 warps stacked along the query rows.
   using TiledMmaQ = TiledMMA<MmaAtom, Layout<Shape<_4, _1, _1>>, Tile<_64, _16, _16>>;
@@ -90,7 +97,7 @@ struct BwdTraits {
   static constexpr int kSmemKV = (2 * kBlockN + 2 * kStagesQ * kBlockM) * kHeadDim * int(sizeof(Element)) +
                                  2 * kBlockN * kBlockM * int(sizeof(Element)) + 2 * kStagesQ * kBlockM * 4;
   // dQ kernel: Q, dO, K, V tiles.
-  static constexpr int kSmemQ = (2 * kBlockM + 2 * kBlockNdQ) * kHeadDim * int(sizeof(Element));
+  static constexpr int kSmemQ = (2 * kBlockMdQ + 2 * kBlockNdQ) * kHeadDim * int(sizeof(Element));
 };
 
 }  // namespace flashattn::sm80

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/common/kernel_params.h"
 #include "kernels/common/mask.h"
@@ -120,9 +121,11 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     qk_col_ok(k) = get<1>(tQcQ(0, 0, k)) < p.head_dim_qk;
     v_col_ok(k) = get<1>(tKcK(0, 0, k)) < p.head_dim_v;
   }
-  auto load_k = [&](int n_block) {
-    copy_tile(gmem_copy, gmem_thr.partition_S(k_tile(n_block)), tKsK, tKcK, qk_col_ok,
-              seqlen_k - n_block * kBlockN);
+  // Only the last key tile can end inside the sequence: rows are tested for that
+  // one (the prologue's) and not in the main loop.
+  auto load_k = [&](auto check_rows, int n_block) {
+    copy_tile<decltype(check_rows)::value>(gmem_copy, gmem_thr.partition_S(k_tile(n_block)), tKsK, tKcK,
+                                           qk_col_ok, seqlen_k - n_block * kBlockN);
   };
   auto load_v = [&](int n_block) {
     copy_tile(gmem_copy, gmem_thr.partition_S(v_tile(n_block)), tVsV, tKcK, v_col_ok,
@@ -152,7 +155,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
 
   // Prologue: Q and the last K tile (blocks walk the keys from the end).
   copy_tile(gmem_copy, gmem_thr.partition_S(gQ), tQsQ, tQcQ, qk_col_ok, seqlen_q - m0);
-  if (n_block_max > n_block_min) load_k(n_block_max - 1);
+  if (n_block_max > n_block_min) load_k(std::true_type{}, n_block_max - 1);
   cute::cp_async_fence();
   clear(acc_o);
 
@@ -190,7 +193,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     cute::cp_async_wait<0>();
     __syncthreads();
     if (n_block > n_block_min) {
-      load_k(n_block - 1);
+      load_k(std::false_type{}, n_block - 1);
       cute::cp_async_fence();
     }
 

@@ -73,13 +73,14 @@ __device__ __forceinline__ auto convert_fragment(const Fragment& src) {
 }
 
 // Global -> shared copy of a (rows, head dim) tile: rows past `valid_rows` and
-// columns whose predicate is false are zero-filled, never read.
-template <typename TiledCopy, typename S, typename D, typename C, typename P>
+// columns whose predicate is false are zero-filled, never read. kCheckRows = false
+// is for tiles known to be whole (no row test in the main loop).
+template <bool kCheckRows = true, typename TiledCopy, typename S, typename D, typename C, typename P>
 __device__ __forceinline__ void copy_tile(const TiledCopy& tc, const S& src, D&& dst, const C& coord,
                                           const P& col_ok, int valid_rows) {
   CUTE_UNROLL
   for (int m = 0; m < size<1>(src); ++m) {
-    if (get<0>(coord(0, m, 0)) < valid_rows) {
+    if (!kCheckRows || get<0>(coord(0, m, 0)) < valid_rows) {
       CUTE_UNROLL
       for (int k = 0; k < size<2>(src); ++k) {
         if (col_ok(k)) cute::copy(tc, src(_, m, k), dst(_, m, k));

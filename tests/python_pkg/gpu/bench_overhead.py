@@ -59,6 +59,10 @@ def main():
             torch.autograd.grad(out, (qg, kg, vg), dout if out.shape == dout.shape else dout.transpose(1, 2))
         return run
 
+    out_s, lse_s = flashattn.forward(qs, ks, vs, causal=True, return_lse=True)
+    dout_s = dout.transpose(1, 2)
+    dq_s, dk_s, dv_s = (torch.empty_like(t) for t in (qs, ks, vs))
+
     cases = {
         "forward": {
             "sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
@@ -66,6 +70,10 @@ def main():
             "flashattn.torch.flash_attn_func": lambda: ft.flash_attn_func(qs, ks, vs, causal=True),
             "torch.ops.flashattn.fwd": lambda: torch.ops.flashattn.fwd(qs, ks, vs, *args),
             "flashattn.forward (DLPack, generic)": lambda: flashattn.forward(qs, ks, vs, causal=True),
+        },
+        "backward": {
+            "flashattn.backward (DLPack, generic)": lambda: flashattn.backward(
+                dout_s, qs, ks, vs, out_s, lse_s, causal=True, dq=dq_s, dk=dk_s, dv=dv_s),
         },
         "forward+backward": {
             "sdpa": fwd_bwd(lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=True)),
@@ -81,6 +89,11 @@ def main():
     for mode, fns in cases.items():
         us = {name: per_call_us(fn, a.calls, a.repeats) for name, fn in fns.items()}
         results["us_per_call"][mode] = us
+        if "sdpa" not in us:  # flashattn's own backward, no peer to compare with
+            for name, t in us.items():
+                print(f"{mode}:\n  {name:48s} {t:8.1f} us")
+            results["us_per_call"][mode] = us
+            continue
         base = us["sdpa"]
         print(f"{mode}:")
         for name, t in us.items():

@@ -1,0 +1,82 @@
+// (head dim, dtype) -> the instantiated Hopper kernel, and what it supports.
+// CMake defines FLASHATTN_SM90_<dim>_<DTYPE> for each file it compiles.
+#include <type_traits>
+
+#include <cutlass/numeric_types.h>
+
+#include "kernels/sm90/launch.h"
+
+namespace flashattn::sm90 {
+namespace {
+
+using bf16 = cutlass::bfloat16_t;
+using fp16 = cutlass::half_t;
+
+template <int D, typename T>
+constexpr bool kCompiled = false;
+#define FA_COMPILED(D, T) template <> constexpr bool kCompiled<D, T> = true;
+#ifdef FLASHATTN_SM90_64_BF16
+FA_COMPILED(64, bf16)
+#endif
+#ifdef FLASHATTN_SM90_128_BF16
+FA_COMPILED(128, bf16)
+#endif
+#ifdef FLASHATTN_SM90_256_BF16
+FA_COMPILED(256, bf16)
+#endif
+#ifdef FLASHATTN_SM90_64_FP16
+FA_COMPILED(64, fp16)
+#endif
+#ifdef FLASHATTN_SM90_128_FP16
+FA_COMPILED(128, fp16)
+#endif
+#ifdef FLASHATTN_SM90_256_FP16
+FA_COMPILED(256, fp16)
+#endif
+#undef FA_COMPILED
+
+constexpr int kHeadDims[] = {64, 128, 256};
+
+// Calls f(integral_constant<D>) for the compiled head dim D == d; false if none.
+template <typename T, int I = 0, typename F>
+bool with_dim(int d, const F& f) {
+  if constexpr (I == 3) {
+    return false;
+  } else {
+    constexpr int D = kHeadDims[I];
+    if constexpr (kCompiled<D, T>)
+      if (d == D) {
+        f(std::integral_constant<int, D>{});
+        return true;
+      }
+    return with_dim<T, I + 1>(d, f);
+  }
+}
+
+template <typename T>
+bool compiled(int d) {
+  return with_dim<T>(d, [](auto) {});
+}
+
+}  // namespace
+
+bool supports_forward(const FwdParams& p) {
+  const int d = static_cast<int>(p.head_dim_qk);
+  const bool have = p.dtype == DType::bf16 ? compiled<bf16>(d) : p.dtype == DType::f16 && compiled<fp16>(d);
+  return have && p.head_dim_v == p.head_dim_qk && !p.is_varlen() && !detail::needs_score_mods(p) &&
+         p.seqlen_k > 0 && p.seqlen_q < (int64_t(1) << 31) && p.seqlen_k < (int64_t(1) << 31);
+}
+
+cudaError_t forward(const FwdKernelParams& p, cudaStream_t stream) {
+  cudaError_t err = cudaErrorNotSupported;
+  const int d = static_cast<int>(p.head_dim_qk);
+  auto run = [&](auto elem) {
+    using T = decltype(elem);
+    with_dim<T>(d, [&](auto dim) { err = run_fwd<decltype(dim)::value, T>(p, stream); });
+  };
+  if (p.dtype == DType::bf16) run(bf16{});
+  else run(fp16{});
+  return err;
+}
+
+}  // namespace flashattn::sm90

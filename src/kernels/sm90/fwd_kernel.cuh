@@ -1,0 +1,266 @@
+// The Hopper forward kernel (sm90a): TMA loads, wgmma products, warp-specialised.
+//   producer warp group: one thread issues the TMA copies of Q (once) and of the
+//     K and V tiles into a ring of shared-memory stages; each stage has a "full"
+//     mbarrier (TMA transaction bytes) and an "empty" one (released by consumers);
+//   consumer warp groups (64 query rows each): S = Q K^T from shared memory, the
+//     mask and online softmax in registers, P converted in registers to the A
+//     operand of O += P V (V from shared memory), then the epilogue.
+// Registers move from the producer to the consumers with setmaxnreg.
+#pragma once
+
+#include <cmath>
+#include <type_traits>
+
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/numeric_conversion.h>
+
+#include "kernels/common/kernel_params.h"
+#include "kernels/common/mask.h"
+#include "kernels/common/seqlen.h"
+#include "kernels/sm90/fwd_traits.h"
+
+namespace flashattn::sm90 {
+
+using detail::FwdKernelParams;
+
+// What the kernel receives: the call's parameters and the three TMA descriptors.
+template <typename Traits>
+struct FwdArgs {
+  FwdKernelParams p;
+  typename Traits::TmaQ tma_q;
+  typename Traits::TmaKV tma_k;
+  typename Traits::TmaKV tma_v;
+};
+
+// wgmma accumulator ((2, 2, N/8), MMA_M, MMA_N) viewed as (rows, cols):
+// rows = (row half, MMA_M), cols = (column pair, N/8, MMA_N).
+template <typename Layout>
+__device__ __forceinline__ auto acc_rowcol(Layout acc) {
+  return make_layout(make_layout(get<0, 1>(acc), get<1>(acc)),
+                     make_layout(get<0, 0>(acc), get<0, 2>(acc), get<2>(acc)));
+}
+
+// The S accumulator reread as the A operand of P V (16-bit): two n8 column
+// groups form one k16 slice, ((2, 2, 2), MMA_M, N/16).
+template <typename Layout>
+__device__ __forceinline__ auto acc_as_a(Layout acc) {
+  auto l = logical_divide(get<0>(acc), Shape<Underscore, Underscore, _2>{});
+  return make_layout(make_layout(get<0>(l), get<1>(l), get<2, 0>(l)), get<1>(acc),
+                     coalesce(make_layout(get<2, 1>(l), get<2>(acc))));
+}
+
+template <typename To, typename Fragment>
+__device__ __forceinline__ auto convert_fragment(const Fragment& src) {
+  using From = typename Fragment::value_type;
+  constexpr int N = decltype(size(src))::value;
+  cutlass::NumericArrayConverter<To, From, N> convert;
+  Tensor dst = make_tensor<To>(src.layout());
+  *reinterpret_cast<cutlass::Array<To, N>*>(dst.data()) =
+      convert(*reinterpret_cast<const cutlass::Array<From, N>*>(src.data()));
+  return dst;
+}
+
+// acc (+)= A B over every k slice, issued as one wgmma batch and waited for.
+template <bool kZeroInit, typename TiledMma, typename A, typename B, typename C>
+__device__ __forceinline__ void wgmma_gemm(TiledMma& mma, const A& a, const B& b, C& acc) {
+  warpgroup_fence_operand(acc);
+  warpgroup_arrive();
+  if constexpr (kZeroInit) mma.accumulate_ = GMMA::ScaleOut::Zero;
+  CUTE_UNROLL
+  for (int k = 0; k < size<2>(a); ++k) {
+    cute::gemm(mma, a(_, _, k), b(_, _, k), acc);
+    mma.accumulate_ = GMMA::ScaleOut::One;
+  }
+  warpgroup_commit_batch();
+  warpgroup_wait<0>();
+  warpgroup_fence_operand(acc);
+}
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, 2));
+  return fmaxf(x, __shfl_xor_sync(0xffffffff, x, 1));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffff, x, 2);
+  return x + __shfl_xor_sync(0xffffffff, x, 1);
+}
+
+template <typename Traits>
+__global__ void __launch_bounds__(Traits::kThreads, 1)
+    fwd_kernel(const __grid_constant__ FwdArgs<Traits> args) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using Element = typename Traits::Element;
+  using Barrier = cutlass::arch::ClusterTransactionBarrier;
+  constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kHeadDim = Traits::kHeadDim;
+  constexpr int kStages = Traits::kStages;
+  const FwdKernelParams& p = args.p;
+  extern __shared__ __align__(1024) char smem_raw[];
+  auto& smem = *reinterpret_cast<typename Traits::SharedStorage*>(smem_raw);
+
+  const bool reverse = p.window_right >= 0;  // causal-like: longer query tiles first
+  const int m_block = reverse ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int hk = h / int(p.heads_q / p.heads_kv);
+  const int seqlen_q = int(p.seqlen_q), seqlen_k = int(p.seqlen_k);
+  const int m0 = m_block * kBlockM;
+  const detail::Mask mask(seqlen_q, seqlen_k, p.window_left, p.window_right);
+  const int m_end = min(m0 + kBlockM, seqlen_q);
+  const int c_begin = int(mask.col_begin(m0)), c_end = int(mask.col_end(m_end - 1));
+  const int n_block_min = c_begin / kBlockN;
+  const int n_block_max = c_end > c_begin ? (c_end + kBlockN - 1) / kBlockN : n_block_min;
+  const int n_tiles = n_block_max - n_block_min;
+
+  const int warp_group = threadIdx.x / 128;
+  if (threadIdx.x == 0) {
+    Barrier::init(&smem.q_full, 1);
+    CUTE_UNROLL
+    for (int s = 0; s < kStages; ++s) {
+      Barrier::init(&smem.k_full[s], 1);
+      Barrier::init(&smem.v_full[s], 1);
+      Barrier::init(&smem.k_empty[s], Traits::kConsumerThreads);
+      Barrier::init(&smem.v_empty[s], Traits::kConsumerThreads);
+    }
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();
+
+  Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});
+  Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutKV{});
+  Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutKV{});
+  Tensor sVt = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutVt{});
+
+  if (warp_group == 0) {
+    // Producer. Tiles are walked from the last key tile down, as the consumers do.
+    cutlass::arch::warpgroup_reg_dealloc<24>();
+    if (threadIdx.x != 0 || n_tiles == 0) return;
+    Tensor mQ = args.tma_q.get_tma_tensor(make_shape(seqlen_q, kHeadDim, int(p.heads_q), int(p.batch)));
+    Tensor mK = args.tma_k.get_tma_tensor(make_shape(seqlen_k, kHeadDim, int(p.heads_kv), int(p.batch)));
+    Tensor mV = args.tma_v.get_tma_tensor(make_shape(seqlen_k, kHeadDim, int(p.heads_kv), int(p.batch)));
+    Tensor gQ = local_tile(mQ(_, _, h, b), Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(m_block, _0{}));
+    Tensor gK = local_tile(mK(_, _, hk, b), Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, _0{}));
+    Tensor gV = local_tile(mV(_, _, hk, b), Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, _0{}));
+    auto [tQgQ, tQsQ] = tma_partition(args.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+    auto [tKgK, tKsK] = tma_partition(args.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+    auto [tVgV, tVsV] = tma_partition(args.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
+
+    Barrier::arrive_and_expect_tx(&smem.q_full, Traits::kTmaBytesQ);
+    copy(args.tma_q.with(smem.q_full), tQgQ, tQsQ);
+    for (int i = 0; i < n_tiles; ++i) {
+      const int n_block = n_block_max - 1 - i, s = i % kStages, round = i / kStages;
+      if (round > 0) Barrier::wait(&smem.k_empty[s], (round - 1) & 1);
+      Barrier::arrive_and_expect_tx(&smem.k_full[s], Traits::kTmaBytesKV);
+      copy(args.tma_k.with(smem.k_full[s]), tKgK(_, n_block), tKsK(_, s));
+      if (round > 0) Barrier::wait(&smem.v_empty[s], (round - 1) & 1);
+      Barrier::arrive_and_expect_tx(&smem.v_full[s], Traits::kTmaBytesKV);
+      copy(args.tma_v.with(smem.v_full[s]), tVgV(_, n_block), tVsV(_, s));
+    }
+    return;
+  }
+
+  // Consumers.
+  cutlass::arch::warpgroup_reg_alloc<240>();
+  const int tidx = threadIdx.x - 128;
+  typename Traits::TiledMmaS mma_s;
+  typename Traits::TiledMmaO mma_o;
+  auto thr_s = mma_s.get_thread_slice(tidx);
+  auto thr_o = mma_o.get_thread_slice(tidx);
+  Tensor tSrQ = thr_s.partition_fragment_A(sQ);   // smem descriptors
+  Tensor tSrK = thr_s.partition_fragment_B(sK);   // (.., .., k, stage)
+  Tensor tOrV = thr_o.partition_fragment_B(sVt);  // (.., .., k, stage)
+  Tensor acc_o = partition_fragment_C(mma_o, Shape<Int<kBlockM>, Int<kHeadDim>>{});
+  clear(acc_o);
+  Tensor o_rc = make_tensor(acc_o.data(), acc_rowcol(acc_o.layout()));
+  // (row, col) of every score this thread holds, within the block's tile.
+  Tensor tScS = thr_s.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));
+  Tensor coord = make_tensor(tScS.data(), acc_rowcol(tScS.layout()));
+  constexpr int kRows = decltype(size<0>(coord))::value;
+  float row_max[kRows], row_sum[kRows];
+  CUTE_UNROLL
+  for (int r = 0; r < kRows; ++r) {
+    row_max[r] = -INFINITY;
+    row_sum[r] = 0.f;
+  }
+  const float scale_log2 = p.scale_log2;
+
+  if (n_tiles > 0) Barrier::wait(&smem.q_full, 0);
+  for (int i = 0; i < n_tiles; ++i) {
+    const int n_block = n_block_max - 1 - i, s = i % kStages, phase = (i / kStages) & 1;
+    const int n0 = n_block * kBlockN;
+    Tensor acc_s = partition_fragment_C(mma_s, Shape<Int<kBlockM>, Int<kBlockN>>{});
+    Barrier::wait(&smem.k_full[s], phase);
+    wgmma_gemm<true>(mma_s, tSrQ, tSrK(_, _, _, s), acc_s);
+    Barrier::arrive(&smem.k_empty[s]);
+
+    Tensor sc = make_tensor(acc_s.data(), acc_rowcol(acc_s.layout()));
+    if (!mask.tile_full(m0, m_end, n0, n0 + kBlockN)) {
+      CUTE_UNROLL
+      for (int mi = 0; mi < kRows; ++mi) {
+        const int row = m0 + get<0>(coord(mi, 0));
+        const int lo = int(mask.col_begin(row)), hi = int(mask.col_end(row));
+        CUTE_UNROLL
+        for (int ni = 0; ni < size<1>(sc); ++ni) {
+          const int j = n0 + get<1>(coord(mi, ni));
+          if (j < lo || j >= hi) sc(mi, ni) = -INFINITY;
+        }
+      }
+    }
+    // Online softmax: new running max, rescale what was accumulated, p = exp2.
+    CUTE_UNROLL
+    for (int mi = 0; mi < kRows; ++mi) {
+      float mx = row_max[mi];
+      CUTE_UNROLL
+      for (int ni = 0; ni < size<1>(sc); ++ni) mx = fmaxf(mx, sc(mi, ni));
+      mx = quad_max(mx);
+      const float base = mx == -INFINITY ? 0.f : mx * scale_log2;
+      const float rescale = exp2f(row_max[mi] * scale_log2 - base);
+      row_max[mi] = mx;
+      row_sum[mi] *= rescale;
+      CUTE_UNROLL
+      for (int ni = 0; ni < size<1>(o_rc); ++ni) o_rc(mi, ni) *= rescale;
+      float sum = 0.f;
+      CUTE_UNROLL
+      for (int ni = 0; ni < size<1>(sc); ++ni) {
+        sc(mi, ni) = exp2f(fmaf(sc(mi, ni), scale_log2, -base));
+        sum += sc(mi, ni);
+      }
+      row_sum[mi] += sum;
+    }
+    Tensor rP = convert_fragment<Element>(acc_s);
+    Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
+    Barrier::wait(&smem.v_full[s], phase);
+    wgmma_gemm<false>(mma_o, tOrP, tOrV(_, _, _, s), acc_o);
+    Barrier::arrive(&smem.v_empty[s]);
+  }
+
+  // Epilogue: normalise, LSE, O straight from registers (pairs of columns).
+  const float ln2 = 0.6931471805599453f;
+  Tensor tOcO = thr_o.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  Tensor ocoord = make_tensor(tOcO.data(), acc_rowcol(tOcO.layout()));
+  const detail::SeqLen sl(p, b);
+  CUTE_UNROLL
+  for (int mi = 0; mi < kRows; ++mi) {
+    const float sum = quad_sum(row_sum[mi]);
+    const int i = m0 + get<0>(coord(mi, 0));
+    float inv = 1.f / sum, lse = row_max[mi] * scale_log2 * ln2 + logf(sum);
+    if (sum == 0.f) {
+      const bool sees_keys = mask.col_begin(i) < mask.col_end(i);
+      inv = sees_keys ? NAN : 0.f;
+      lse = sees_keys ? NAN : -INFINITY;
+    }
+    if (i >= seqlen_q) continue;
+    if (p.lse != nullptr && get<1>(coord(mi, 0)) == 0) p.lse[sl.lse_index(p, b, h, i)] = lse;
+    Element* o_row = static_cast<Element*>(p.out) + sl.q_row(b, p.o_batch_stride, p.o_row_stride, p.o_head_stride, h, i);
+    CUTE_UNROLL
+    for (int ni = 0; ni < size<1>(o_rc); ni += 2) {
+      const int c = get<1>(ocoord(mi, ni));
+      cutlass::Array<Element, 2> pair;
+      pair[0] = Element(o_rc(mi, ni) * inv);
+      pair[1] = Element(o_rc(mi, ni + 1) * inv);
+      *reinterpret_cast<cutlass::Array<Element, 2>*>(o_row + c) = pair;
+    }
+  }
+#endif
+}
+
+}  // namespace flashattn::sm90

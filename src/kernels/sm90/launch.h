@@ -1,0 +1,23 @@
+// Entry points of the Hopper (sm90a) kernels, declared so host code needs no
+// CUDA or CuTe headers. One explicit instantiation per generated file.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/common/kernel_params.h"
+
+namespace flashattn::sm90 {
+
+using detail::FwdKernelParams;
+
+// Defined in instantiations/fwd_hdim{D}_{dtype}_sm90.cu.
+template <int kHeadDim, typename Element>
+cudaError_t run_fwd(const FwdKernelParams& p, cudaStream_t stream);
+
+// True when this build has a Hopper forward kernel for p (dispatch.cpp): exact
+// head dims 64/128/256 with Dqk == Dv, fp16/bf16, fixed-length batches, and no
+// score modifier or dropout. Everything else runs on the sm80 kernel.
+bool supports_forward(const FwdParams& p);
+cudaError_t forward(const FwdKernelParams& p, cudaStream_t stream);
+
+}  // namespace flashattn::sm90
