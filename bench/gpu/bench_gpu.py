@@ -106,6 +106,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--no-bwd", action="store_true", help="skip the peers' backward")
+    ap.add_argument("--fwd-only", action="store_true", help="skip every backward, ours too")
     ap.add_argument("--sm80-too", action="store_true",
                     help="also time our forward with the portable sm80 kernel (ours_sm80_fwd_*)")
     ap.add_argument("--deterministic", action="store_true",
@@ -144,7 +145,7 @@ def main():
                     row["ours_sm80_fwd_ms"] = time_ms(lambda: fa.forward(q, k, v, out, lse, causal=causal),
                                                       args.warmup, args.repeats)
                     del os.environ["FLASHATTN_FORCE_SM80"]
-                if not args.no_bwd:
+                if not args.fwd_only:
                     do = torch.randn_like(q)
                     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
                     fa.backward(do, q, k, v, out, lse, dq, dk, dv, causal=causal)
@@ -168,7 +169,7 @@ def main():
                         row[f"{name}_fwd_ms"] = time_ms(
                             lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
                             args.warmup, args.repeats)
-                        if not args.no_bwd:
+                        if not (args.no_bwd or args.fwd_only):
                             qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
                             o = F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal)
                             do = torch.randn_like(o)

@@ -4,7 +4,11 @@
 //     mbarrier (TMA transaction bytes) and an "empty" one (released by consumers);
 //   consumer warp groups (64 query rows each): S = Q K^T from shared memory, the
 //     mask and online softmax in registers, P converted in registers to the A
-//     operand of O += P V (V from shared memory), then the epilogue.
+//     operand of O += P V (V from shared memory), then the epilogue. Within a
+//     group, S of tile i is issued with P V of tile i-1 and the softmax of tile i
+//     overlaps that P V; across the two groups, named barriers alternate their
+//     wgmma issue (pingpong), so one group's softmax hides under the other's
+//     products.
 // Registers move from the producer to the consumers with setmaxnreg.
 #pragma once
 
@@ -50,21 +54,23 @@ __device__ __forceinline__ auto acc_as_a(Layout acc) {
                      coalesce(make_layout(get<2, 1>(l), get<2>(acc))));
 }
 
-template <typename To, typename Fragment>
-__device__ __forceinline__ auto convert_fragment(const Fragment& src) {
-  using From = typename Fragment::value_type;
+// fp32 accumulator -> 16-bit registers of the same layout.
+template <typename Acc, typename Out>
+__device__ __forceinline__ void convert_into(const Acc& src, Out& dst) {
+  using To = typename Out::value_type;
   constexpr int N = decltype(size(src))::value;
-  cutlass::NumericArrayConverter<To, From, N> convert;
-  Tensor dst = make_tensor<To>(src.layout());
+  cutlass::NumericArrayConverter<To, float, N> convert;
   *reinterpret_cast<cutlass::Array<To, N>*>(dst.data()) =
-      convert(*reinterpret_cast<const cutlass::Array<From, N>*>(src.data()));
-  return dst;
+      convert(*reinterpret_cast<const cutlass::Array<float, N>*>(src.data()));
 }
 
-// acc (+)= A B over every k slice, issued as one wgmma batch and waited for.
-template <bool kZeroInit, typename TiledMma, typename A, typename B, typename C>
-__device__ __forceinline__ void wgmma_gemm(TiledMma& mma, const A& a, const B& b, C& acc) {
+// acc (+)= A B over every k slice, issued as one wgmma batch; the caller waits
+// with warpgroup_wait<N> (N batches may stay in flight) and then fences acc.
+// kRegA: A is a register fragment (P), fenced like the accumulator.
+template <bool kZeroInit, bool kRegA, typename TiledMma, typename A, typename B, typename C>
+__device__ __forceinline__ void wgmma_issue(TiledMma& mma, A& a, const B& b, C& acc) {
   warpgroup_fence_operand(acc);
+  if constexpr (kRegA) warpgroup_fence_operand(a);
   warpgroup_arrive();
   if constexpr (kZeroInit) mma.accumulate_ = GMMA::ScaleOut::Zero;
   CUTE_UNROLL
@@ -73,8 +79,6 @@ __device__ __forceinline__ void wgmma_gemm(TiledMma& mma, const A& a, const B& b
     mma.accumulate_ = GMMA::ScaleOut::One;
   }
   warpgroup_commit_batch();
-  warpgroup_wait<0>();
-  warpgroup_fence_operand(acc);
 }
 
 __device__ __forceinline__ float quad_max(float x) {
@@ -183,15 +187,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   }
   const float scale_log2 = p.scale_log2;
 
-  if (n_tiles > 0) Barrier::wait(&smem.q_full, 0);
-  for (int i = 0; i < n_tiles; ++i) {
-    const int n_block = n_block_max - 1 - i, s = i % kStages, phase = (i / kStages) & 1;
-    const int n0 = n_block * kBlockN;
-    Tensor acc_s = partition_fragment_C(mma_s, Shape<Int<kBlockM>, Int<kBlockN>>{});
-    Barrier::wait(&smem.k_full[s], phase);
-    wgmma_gemm<true>(mma_s, tSrQ, tSrK(_, _, _, s), acc_s);
-    Barrier::arrive(&smem.k_empty[s]);
-
+  // Scores of tile n0 -> probabilities: mask, new running max, the factor that
+  // rescales what was accumulated (applied to O later, once P V of the previous
+  // tile has landed), exp2, row sums.
+  float rescale[kRows];
+  auto softmax = [&](auto& acc_s, int n0) __attribute__((always_inline)) {
     Tensor sc = make_tensor(acc_s.data(), acc_rowcol(acc_s.layout()));
     if (!mask.tile_full(m0, m_end, n0, n0 + kBlockN)) {
       CUTE_UNROLL
@@ -205,32 +205,86 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         }
       }
     }
-    // Online softmax: new running max, rescale what was accumulated, p = exp2.
     CUTE_UNROLL
     for (int mi = 0; mi < kRows; ++mi) {
       float mx = row_max[mi];
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(sc); ++ni) mx = fmaxf(mx, sc(mi, ni));
       mx = quad_max(mx);
+      // A row that has seen nothing keeps max -inf; use 0 so -inf - -inf never happens.
       const float base = mx == -INFINITY ? 0.f : mx * scale_log2;
-      const float rescale = exp2f(row_max[mi] * scale_log2 - base);
+      rescale[mi] = exp2f(row_max[mi] * scale_log2 - base);
       row_max[mi] = mx;
-      row_sum[mi] *= rescale;
-      CUTE_UNROLL
-      for (int ni = 0; ni < size<1>(o_rc); ++ni) o_rc(mi, ni) *= rescale;
       float sum = 0.f;
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(sc); ++ni) {
         sc(mi, ni) = exp2f(fmaf(sc(mi, ni), scale_log2, -base));
         sum += sc(mi, ni);
       }
-      row_sum[mi] += sum;
+      row_sum[mi] = row_sum[mi] * rescale[mi] + sum;
     }
-    Tensor rP = convert_fragment<Element>(acc_s);
-    Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
-    Barrier::wait(&smem.v_full[s], phase);
-    wgmma_gemm<false>(mma_o, tOrP, tOrV(_, _, _, s), acc_o);
-    Barrier::arrive(&smem.v_empty[s]);
+  };
+  auto rescale_o = [&]() __attribute__((always_inline)) {
+    CUTE_UNROLL
+    for (int mi = 0; mi < kRows; ++mi) {
+      CUTE_UNROLL
+      for (int ni = 0; ni < size<1>(o_rc); ++ni) o_rc(mi, ni) *= rescale[mi];
+    }
+  };
+  // Pingpong: the two consumer groups take turns issuing their products (named
+  // barrier 0 grants group 0, 1 grants group 1), so one group's softmax runs
+  // while the other's wgmmas occupy the tensor cores.
+  const int group = warp_group - 1;
+  auto wait_turn = [&]() { cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads, group); };
+  auto pass_turn = [&]() { cutlass::arch::NamedBarrier::arrive(Traits::kConsumerThreads, 1 - group); };
+
+  // Software pipeline inside a group: S of tile i is issued together with P V of
+  // tile i-1, and the softmax of tile i runs while that P V is on the tensor cores.
+  Tensor acc_s = partition_fragment_C(mma_s, Shape<Int<kBlockM>, Int<kBlockN>>{});
+  Tensor rP = make_tensor<Element>(acc_s.layout());
+  Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
+  if (n_tiles > 0) {
+    if (group == 1) pass_turn();  // group 0 goes first
+    Barrier::wait(&smem.q_full, 0);
+    Barrier::wait(&smem.k_full[0], 0);
+    wait_turn();
+    wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, 0), acc_s);
+    pass_turn();
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc_s);
+    Barrier::arrive(&smem.k_empty[0]);
+    softmax(acc_s, (n_block_max - 1) * kBlockN);
+    convert_into(acc_s, rP);
+  }
+  for (int i = 1; i < n_tiles; ++i) {
+    const int n_block = n_block_max - 1 - i, s = i % kStages, phase = (i / kStages) & 1;
+    const int sp = (i - 1) % kStages, phase_p = ((i - 1) / kStages) & 1;
+    Barrier::wait(&smem.k_full[s], phase);
+    wait_turn();
+    wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, s), acc_s);
+    Barrier::wait(&smem.v_full[sp], phase_p);
+    wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, sp), acc_o);
+    pass_turn();
+    warpgroup_wait<1>();  // S of tile i is in; P V of tile i-1 may still run
+    warpgroup_fence_operand(acc_s);
+    Barrier::arrive(&smem.k_empty[s]);
+    softmax(acc_s, n_block * kBlockN);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc_o);
+    warpgroup_fence_operand(rP);
+    Barrier::arrive(&smem.v_empty[sp]);
+    rescale_o();
+    convert_into(acc_s, rP);
+  }
+  if (n_tiles > 0) {
+    const int sp = (n_tiles - 1) % kStages, phase_p = ((n_tiles - 1) / kStages) & 1;
+    Barrier::wait(&smem.v_full[sp], phase_p);
+    wait_turn();
+    wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, sp), acc_o);
+    if (group == 0) pass_turn();  // group 1 takes no further turn
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc_o);
+    Barrier::arrive(&smem.v_empty[sp]);
   }
 
   // Epilogue: normalise, LSE, O straight from registers (pairs of columns).
