@@ -111,7 +111,7 @@ std::vector<Case> head_dim_cases() {
 INSTANTIATE_TEST_SUITE_P(HeadDims, CudaForward, ::testing::ValuesIn(on_cuda(head_dim_cases())), CaseParamName());
 
 // Problems the Hopper forward takes (head dims 64/128/256, plain, causal and window
-// masks, GQA/MQA) at shapes that stress its tiles and barriers: lengths around the
+// masks, GQA/MQA, packed batches) at shapes that stress its tiles and barriers: lengths around the
 // 128-row and 64/128-key tiles, one key, more keys than queries and the reverse.
 // On other GPUs, or with FLASHATTN_FORCE_SM80=1, the same cases check the sm80 kernel.
 std::vector<Case> hopper_cases() {
@@ -126,6 +126,11 @@ std::vector<Case> hopper_cases() {
     cases.push_back(Case(n + "tiny").batch(3).seq(1, 7).heads(2, 2).dims(d, d));
     cases.push_back(Case(n + "mqa").seq(256, 384).heads(8, 1).dims(d, d).causal_mask());
     cases.push_back(Case(n + "one_key").seq(200, 1).heads(2, 2).dims(d, d).causal_mask());
+    cases.push_back(Case(n + "packed").packed({5, 130, 257, 1}, {7, 200, 129, 300}).heads(4, 2).dims(d, d));
+    cases.push_back(Case(n + "packed_causal").packed({64, 1, 130, 300}, {64, 300, 129, 1}).heads(2, 1)
+                        .dims(d, d).causal_mask());
+    cases.push_back(Case(n + "packed_window_empty").packed({0, 50, 200}, {9, 0, 333}).heads(2, 2)
+                        .dims(d, d).win(40, 7));
   }
   return in_dtypes(cases, {DType::f16, DType::bf16});
 }

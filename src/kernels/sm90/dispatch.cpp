@@ -63,8 +63,11 @@ bool compiled(int d) {
 bool supports_forward(const FwdParams& p) {
   const int d = static_cast<int>(p.head_dim_qk);
   const bool have = p.dtype == DType::bf16 ? compiled<bf16>(d) : p.dtype == DType::f16 && compiled<fp16>(d);
-  return have && p.head_dim_v == p.head_dim_qk && !p.is_varlen() && !detail::needs_score_mods(p) &&
-         p.seqlen_k > 0 && p.seqlen_q < (int64_t(1) << 31) && p.seqlen_k < (int64_t(1) << 31);
+  // TMA needs a non-empty tensor; row counts stay below 2^31 (32-bit coordinates).
+  const int64_t rows_q = p.is_varlen() ? p.total_q : p.seqlen_q;
+  const int64_t rows_k = p.is_varlen() ? p.total_k : p.seqlen_k;
+  return have && p.head_dim_v == p.head_dim_qk && !detail::needs_score_mods(p) && rows_q > 0 &&
+         rows_k > 0 && rows_q < (int64_t(1) << 31) && rows_k < (int64_t(1) << 31);
 }
 
 cudaError_t forward(const FwdKernelParams& p, cudaStream_t stream) {

@@ -106,8 +106,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   const int m_block = reverse ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int h = blockIdx.y, b = blockIdx.z;
   const int hk = h / int(p.heads_q / p.heads_kv);
-  const int seqlen_q = int(p.seqlen_q), seqlen_k = int(p.seqlen_k);
+  const detail::SeqLen sl(p, b);
+  const int seqlen_q = int(sl.seqlen_q), seqlen_k = int(sl.seqlen_k);
   const int m0 = m_block * kBlockM;
+  if (m0 >= seqlen_q) return;  // packed: a sequence shorter than the longest
   const detail::Mask mask(seqlen_q, seqlen_k, p.window_left, p.window_right);
   const int m_end = min(m0 + kBlockM, seqlen_q);
   const int c_begin = int(mask.col_begin(m0)), c_end = int(mask.col_end(m_end - 1));
@@ -138,12 +140,21 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     // Producer. Tiles are walked from the last key tile down, as the consumers do.
     cutlass::arch::warpgroup_reg_dealloc<24>();
     if (threadIdx.x != 0 || n_tiles == 0) return;
-    Tensor mQ = args.tma_q.get_tma_tensor(make_shape(seqlen_q, kHeadDim, int(p.heads_q), int(p.batch)));
-    Tensor mK = args.tma_k.get_tma_tensor(make_shape(seqlen_k, kHeadDim, int(p.heads_kv), int(p.batch)));
-    Tensor mV = args.tma_v.get_tma_tensor(make_shape(seqlen_k, kHeadDim, int(p.heads_kv), int(p.batch)));
-    Tensor gQ = local_tile(mQ(_, _, h, b), Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(m_block, _0{}));
-    Tensor gK = local_tile(mK(_, _, hk, b), Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, _0{}));
-    Tensor gV = local_tile(mV(_, _, hk, b), Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, _0{}));
+    // Packed batches are one sequence of total rows to TMA; a sequence starts at
+    // its offset, and rows read past its end belong to masked keys or unstored rows.
+    const bool packed = p.cu_seqlens_q != nullptr;
+    const int batches = packed ? 1 : int(p.batch), bb = packed ? 0 : b;
+    const int rows_q = int(packed ? p.total_q : p.seqlen_q), rows_k = int(packed ? p.total_k : p.seqlen_k);
+    Tensor mQ = args.tma_q.get_tma_tensor(make_shape(rows_q, kHeadDim, int(p.heads_q), batches));
+    Tensor mK = args.tma_k.get_tma_tensor(make_shape(rows_k, kHeadDim, int(p.heads_kv), batches));
+    Tensor mV = args.tma_v.get_tma_tensor(make_shape(rows_k, kHeadDim, int(p.heads_kv), batches));
+    const auto q_start = make_coord(int(sl.q_offset), _0{}), k_start = make_coord(int(sl.k_offset), _0{});
+    Tensor gQ = local_tile(domain_offset(q_start, mQ(_, _, h, bb)), Shape<Int<kBlockM>, Int<kHeadDim>>{},
+                           make_coord(m_block, _0{}));
+    Tensor gK = local_tile(domain_offset(k_start, mK(_, _, hk, bb)), Shape<Int<kBlockN>, Int<kHeadDim>>{},
+                           make_coord(_, _0{}));
+    Tensor gV = local_tile(domain_offset(k_start, mV(_, _, hk, bb)), Shape<Int<kBlockN>, Int<kHeadDim>>{},
+                           make_coord(_, _0{}));
     auto [tQgQ, tQsQ] = tma_partition(args.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
     auto [tKgK, tKsK] = tma_partition(args.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
     auto [tVgV, tVsV] = tma_partition(args.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
@@ -291,7 +302,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   const float ln2 = 0.6931471805599453f;
   Tensor tOcO = thr_o.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
   Tensor ocoord = make_tensor(tOcO.data(), acc_rowcol(tOcO.layout()));
-  const detail::SeqLen sl(p, b);
   CUTE_UNROLL
   for (int mi = 0; mi < kRows; ++mi) {
     const float sum = quad_sum(row_sum[mi]);

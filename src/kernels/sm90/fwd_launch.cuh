@@ -21,16 +21,25 @@ cudaError_t run_fwd(const FwdKernelParams& p, cudaStream_t stream) {
                        Shape4(int32_t(rows), int32_t(kHeadDim), int32_t(heads), int32_t(batch)),
                        Stride4(row_stride, _1{}, head_stride, batch_stride));
   };
+  // Packed batches: one "batch" of total rows (the kernel offsets each sequence);
+  // its batch stride only has to be a valid one.
+  const bool packed = p.is_varlen();
+  const int64_t rows_q = packed ? p.total_q : p.seqlen_q, rows_k = packed ? p.total_k : p.seqlen_k;
+  const int64_t batches = packed ? 1 : p.batch;
+  auto batch_stride = [&](int64_t s, int64_t rows, int64_t row_stride) { return packed ? rows * row_stride : s; };
   FwdArgs<Traits> args{
       p,
       make_tma_copy(SM90_TMA_LOAD{},
-                    gmem(p.q, p.seqlen_q, p.heads_q, p.q_batch_stride, p.q_row_stride, p.q_head_stride, p.batch),
+                    gmem(p.q, rows_q, p.heads_q, batch_stride(p.q_batch_stride, rows_q, p.q_row_stride),
+                         p.q_row_stride, p.q_head_stride, batches),
                     typename Traits::SmemLayoutQ{}, Shape<Int<Traits::kBlockM>, Int<kHeadDim>>{}, _1{}),
       make_tma_copy(SM90_TMA_LOAD{},
-                    gmem(p.k, p.seqlen_k, p.heads_kv, p.k_batch_stride, p.k_row_stride, p.k_head_stride, p.batch),
+                    gmem(p.k, rows_k, p.heads_kv, batch_stride(p.k_batch_stride, rows_k, p.k_row_stride),
+                         p.k_row_stride, p.k_head_stride, batches),
                     take<0, 2>(typename Traits::SmemLayoutKV{}), Shape<Int<Traits::kBlockN>, Int<kHeadDim>>{}, _1{}),
       make_tma_copy(SM90_TMA_LOAD{},
-                    gmem(p.v, p.seqlen_k, p.heads_kv, p.v_batch_stride, p.v_row_stride, p.v_head_stride, p.batch),
+                    gmem(p.v, rows_k, p.heads_kv, batch_stride(p.v_batch_stride, rows_k, p.v_row_stride),
+                         p.v_row_stride, p.v_head_stride, batches),
                     take<0, 2>(typename Traits::SmemLayoutKV{}), Shape<Int<Traits::kBlockN>, Int<kHeadDim>>{}, _1{})};
 
   auto kernel = fwd_kernel<Traits>;
