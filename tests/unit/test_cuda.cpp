@@ -14,6 +14,7 @@
 
 #include "cases.h"
 #include "flashattn/numeric.h"
+#include "kernels/sm90/launch.h"
 
 namespace fatest {
 namespace {
@@ -344,6 +345,37 @@ TEST(CudaLarge, MoreThan2To31ElementsPerTensor) {
   }
   for (void* p : bufs) cudaFree(p);
   cudaFree(lse_d);
+}
+
+// What the Hopper forward takes, decided on the host (no GPU needed): inputs whose
+// strides TMA cannot describe (broadcast, stride 0) and score modifiers go to sm80.
+TEST(CudaDispatch, HopperForwardTakesOnlyWhatTmaCanDescribe) {
+  fa::FwdParams p;
+  p.dtype = fa::DType::bf16;
+  p.batch = 2, p.seqlen_q = p.seqlen_k = 256, p.heads_q = 8, p.heads_kv = 2;
+  p.head_dim_qk = p.head_dim_v = 128;
+  p.q_row_stride = 8 * 128, p.q_head_stride = 128, p.q_batch_stride = 256 * 8 * 128;
+  p.k_row_stride = p.v_row_stride = 2 * 128, p.k_head_stride = p.v_head_stride = 128;
+  p.k_batch_stride = p.v_batch_stride = 256 * 2 * 128;
+  p.softmax_scale = 0.088f;
+#if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_SM90_128_BF16)
+  EXPECT_TRUE(fa::sm90::supports_forward(p));
+#endif
+  fa::FwdParams broadcast = p;
+  broadcast.k_head_stride = 0;  // one kv head expanded over two
+  EXPECT_FALSE(fa::sm90::supports_forward(broadcast));
+  fa::FwdParams batch_broadcast = p;
+  batch_broadcast.v_batch_stride = 0;
+  EXPECT_FALSE(fa::sm90::supports_forward(batch_broadcast));
+  fa::FwdParams softcap = p;
+  softcap.softcap = 30.f;
+  EXPECT_FALSE(fa::sm90::supports_forward(softcap));
+  fa::FwdParams odd_dim = p;
+  odd_dim.head_dim_qk = odd_dim.head_dim_v = 96;
+  EXPECT_FALSE(fa::sm90::supports_forward(odd_dim));
+  fa::FwdParams no_keys = p;
+  no_keys.seqlen_k = 0;
+  EXPECT_FALSE(fa::sm90::supports_forward(no_keys));
 }
 
 }  // namespace
