@@ -6,6 +6,7 @@ Each framework gets an adapter, found from the array's type without importing an
                         or "float32"; `dt` None means a's dtype
   finish(buf, a)        the buffer as the framework's array, where `a` is (identity except for JAX)
   stream(a)             the framework's current CUDA stream for `a` (0: default / CPU)
+_Adapter holds the defaults of the last two.
 """
 
 from __future__ import annotations
@@ -15,7 +16,17 @@ import numpy as np
 from ._errors import error
 
 
-class _Numpy:
+class _Adapter:
+    @staticmethod
+    def finish(buf, a):
+        return buf
+
+    @staticmethod
+    def stream(a):
+        return 0
+
+
+class _Numpy(_Adapter):
     @staticmethod
     def export(a):
         if a.dtype.name == "bfloat16":  # ml_dtypes: DLPack cannot carry it, uint16 bits can
@@ -28,16 +39,8 @@ class _Numpy:
     def empty(shape, dt, a):
         return np.empty(shape, dtype=a.dtype if dt is None else dt)
 
-    @staticmethod
-    def finish(buf, a):
-        return buf
 
-    @staticmethod
-    def stream(a):
-        return 0
-
-
-class _Torch:
+class _Torch(_Adapter):
     @staticmethod
     def export(t):
         import torch
@@ -51,16 +54,12 @@ class _Torch:
         return torch.empty(shape, dtype=t.dtype if dt is None else getattr(torch, dt), device=t.device)
 
     @staticmethod
-    def finish(buf, a):
-        return buf
-
-    @staticmethod
     def stream(t):
         import torch
         return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0
 
 
-class _Cupy:
+class _Cupy(_Adapter):
     @staticmethod
     def export(a):
         return a, False
@@ -72,16 +71,12 @@ class _Cupy:
             return cupy.empty(shape, dtype=a.dtype if dt is None else dt)
 
     @staticmethod
-    def finish(buf, a):
-        return buf
-
-    @staticmethod
     def stream(a):
         import cupy
         return cupy.cuda.get_current_stream().ptr
 
 
-class _Jax:
+class _Jax(_Adapter):
     """JAX arrays are immutable: outputs are written into a NumPy (CPU), PyTorch or CuPy
     (GPU) buffer first, then handed to JAX (zero-copy on the GPU through DLPack)."""
 
@@ -110,10 +105,6 @@ class _Jax:
         if isinstance(buf, np.ndarray):
             return jax.device_put(buf, next(iter(a.devices())))
         return jax.dlpack.from_dlpack(buf)
-
-    @staticmethod
-    def stream(a):
-        return 0
 
 
 _ADAPTERS = {"numpy": _Numpy, "torch": _Torch, "cupy": _Cupy, "jax": _Jax, "jaxlib": _Jax}

@@ -6,6 +6,8 @@
 #include <cute/tensor.hpp>
 #include <cutlass/numeric_conversion.h>
 
+#include "kernels/common/quad_reduce.cuh"
+
 namespace flashattn::sm80 {
 
 using namespace cute;
@@ -108,14 +110,7 @@ __device__ __forceinline__ auto stage_at(const T& t, int offset) {
   return make_tensor(t.data() + offset, t.layout());
 }
 
-// Reductions over the 4 threads of a quad, which share the rows of an m16n8 tile.
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, 2));
-  return fmaxf(x, __shfl_xor_sync(0xffffffff, x, 1));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffff, x, 2);
-  return x + __shfl_xor_sync(0xffffffff, x, 1);
-}
+using detail::quad_max;
+using detail::quad_sum;
 
 }  // namespace flashattn::sm80

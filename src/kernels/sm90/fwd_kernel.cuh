@@ -21,6 +21,7 @@
 
 #include "kernels/common/kernel_params.h"
 #include "kernels/common/mask.h"
+#include "kernels/common/quad_reduce.cuh"
 #include "kernels/common/seqlen.h"
 #include "kernels/sm90/fwd_traits.h"
 
@@ -81,14 +82,8 @@ __device__ __forceinline__ void wgmma_issue(TiledMma& mma, A& a, const B& b, C& 
   warpgroup_commit_batch();
 }
 
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, 2));
-  return fmaxf(x, __shfl_xor_sync(0xffffffff, x, 1));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffff, x, 2);
-  return x + __shfl_xor_sync(0xffffffff, x, 1);
-}
+using detail::quad_max;
+using detail::quad_sum;
 
 template <typename Traits>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
