@@ -1,13 +1,23 @@
 // CPU flash forward, FlashAttention-2 loop order: each work item is one tile of
 // query rows of one (sequence, head); key/value tiles stream through it with an
-// online softmax (running max m, running sum l, rescaled output). Extra memory is
-// a few tiles per thread. Tiles entirely outside the mask are never visited.
+// online softmax (running max m, running sum l, rescaled output). K and V are
+// packed once per call (pack.h) into the layout the products read; the rest of
+// the extra memory is a few tiles per thread. Tiles entirely outside the mask
+// are never visited.
+//
+// Two pipelines share this loop, chosen by dtype and CPU (kernels/isa.h):
+//   PT = float:    fp32 products (fp32 inputs always; fp16, and bf16 without
+//                  AVX512-BF16, widened to fp32 when packed);
+//   PT = uint16_t: bf16 products on AMX or AVX512-BF16, probabilities rounded
+//                  to bf16 for P V (as every bf16 flash kernel does), fp32
+//                  accumulation and softmax statistics.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cpu/pack.h"
 #include "backends/cpu/tile_io.h"
 #include "backends/cpu/tile_ops.h"
 #include "backends/threads.h"
@@ -16,109 +26,149 @@ namespace flashattn::detail {
 namespace cpu {
 namespace {
 
-constexpr int64_t kBlockQ = 64;  // query rows per work item
-constexpr int64_t kBlockK = 64;  // keys per inner step
+constexpr int64_t kBlockQ = 64;         // query rows per work item
+constexpr int64_t kBlockK = kPackRows;  // keys per inner step: one packed tile
 
+template <typename PT>
 struct FwdScratch {
-  std::vector<float> q, kt, v, s, o, m, l, tmp;
+  std::vector<PT> q, p;  // the query tile (A of S), the probabilities (A of P V; bf16 only)
+  std::vector<float> s, o, m, l, row;
   FwdScratch(int64_t dqk, int64_t dv)
-      : q(kBlockQ * dqk), kt(dqk * kBlockK), v(kBlockK * dv), s(kBlockQ * kBlockK),
-        o(kBlockQ * dv), m(kBlockQ), l(kBlockQ), tmp(std::max(dqk, dv)) {}
+      : q(kBlockQ * padded<PT>(dqk)), p(sizeof(PT) == 2 ? kBlockQ * kBlockK : 0),
+        s(kBlockQ * kBlockK), o(kBlockQ * padded<PT>(dv)), m(kBlockQ), l(kBlockQ),
+        row(std::max(dqk, dv)) {}
 };
 
-template <typename Elem>
-void forward_tile(const FwdParams& p, const DropoutRng& rng, int64_t b, int64_t h, int64_t qt,
-                  FwdScratch& w) {
-  const SeqLen sl(p, b);
-  const int64_t r0 = qt * kBlockQ;
-  if (r0 >= sl.seqlen_q) return;
-  const int64_t nr = std::min(kBlockQ, sl.seqlen_q - r0);
-  const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v, hk = h / p.group_size();
-  const ScoreContext ctx(p, sl, b, h, rng);
-  const HeadView qv{p.q, p.q_batch_stride, p.q_row_stride, p.q_head_stride};
-  const HeadView kv{p.k, p.k_batch_stride, p.k_row_stride, p.k_head_stride};
-  const HeadView vv{p.v, p.v_batch_stride, p.v_row_stride, p.v_head_stride};
+template <typename Elem, typename PT>
+struct Forward {
+  static constexpr bool kBf16 = sizeof(PT) == 2;
+  const FwdParams& p;
+  const Kernels& k;
+  DropoutRng rng;
+  HeadView qv, kv, vv;
+  Packed<PT> kt, vn;  // K transposed (B of S = Q K^T), V natural (B of P V)
 
-  // Scores are scale * q.k: fold the scale into the query tile once.
-  load_tile<Elem>(qv, sl, true, b, h, r0, nr, dqk, w.q.data(), dqk, p.softmax_scale);
-  std::fill(w.o.begin(), w.o.begin() + nr * dv, 0.f);
-  std::fill(w.m.begin(), w.m.end(), kNegInf);
-  std::fill(w.l.begin(), w.l.end(), 0.f);
+  Forward(const FwdParams& params, const Kernels& kern)
+      : p(params),
+        k(kern),
+        rng(p.dropout_p > 0.f ? DropoutRng::make(p.seed, p.offset, p.dropout_p) : DropoutRng{}),
+        qv{p.q, p.q_batch_stride, p.q_row_stride, p.q_head_stride},
+        kv{p.k, p.k_batch_stride, p.k_row_stride, p.k_head_stride},
+        vv{p.v, p.v_batch_stride, p.v_row_stride, p.v_head_stride} {}
 
-  const int64_t c_begin = ctx.mask.col_begin(r0), c_end = ctx.mask.col_end(r0 + nr - 1);
-  for (int64_t c0 = c_begin; c0 < c_end; c0 += kBlockK) {
-    const int64_t nc = std::min(kBlockK, c_end - c0);
-    load_tile_t<Elem>(kv, sl, false, b, hk, c0, nc, dqk, w.kt.data(), kBlockK, w.tmp.data());
-    load_tile<Elem>(vv, sl, false, b, hk, c0, nc, dv, w.v.data(), dv);
-    gemm_nn(nr, nc, dqk, w.q.data(), dqk, w.kt.data(), kBlockK, w.s.data(), kBlockK, false);
-    ctx.apply(w.s.data(), kBlockK, r0, nr, c0, nc, nullptr);
-
-    for (int64_t r = 0; r < nr; ++r) {
-      float* s = w.s.data() + r * kBlockK;
-      const float tile_max = row_max(s, nc);  // NaN when the row met a NaN score
-      const float m_new = (tile_max > w.m[r] || tile_max != tile_max) ? tile_max : w.m[r];
-      if (m_new == kNegInf) {  // nothing visible in this row yet
-        std::fill(s, s + nc, 0.f);
-        continue;
-      }
-      const float alpha = w.m[r] == kNegInf ? 0.f : std::exp(w.m[r] - m_new);
-      const float sum = exp_sub_sum(s, nc, m_new);
-      w.l[r] = w.l[r] * alpha + sum;
-      w.m[r] = m_new;
-      if (alpha != 1.f) scale_row(w.o.data() + r * dv, dv, alpha);
-      // Dropout acts on the probabilities after the normaliser is taken.
-      if (ctx.dropout) ctx.dropout_row(s, r0 + r, c0, nc);
-    }
-    // A NaN/inf value row must reach only the rows that see it: such tiles skip
-    // the zero (masked) probabilities instead of multiplying them in.
-    if (all_finite(w.v.data(), nc * dv))
-      gemm_nn(nr, dv, nc, w.s.data(), kBlockK, w.v.data(), dv, w.o.data(), dv, true);
-    else
-      gemm_nn_skip_zero(nr, dv, nc, w.s.data(), kBlockK, w.v.data(), dv, w.o.data(), dv);
-  }
-
-  // Rows that saw no key: out 0, lse -inf (the identity of log-sum-exp merging).
-  // A row whose visible scores were all -inf (an inf input) is NaN, as exp(-inf - -inf).
-  for (int64_t r = 0; r < nr; ++r) {
-    float* o = w.o.data() + r * dv;
-    float lse = w.m[r] + std::log(w.l[r]);
-    if (w.l[r] == 0.f) {
-      const bool sees_keys = ctx.mask.col_begin(r0 + r) < ctx.mask.col_end(r0 + r);
-      const float fill = sees_keys ? std::numeric_limits<float>::quiet_NaN() : 0.f;
-      std::fill(o, o + dv, fill);
-      lse = sees_keys ? fill : kNegInf;
-    } else {
-      scale_row(o, dv, 1.f / w.l[r]);
-    }
-    if (p.lse) p.lse[sl.lse_index(p, b, h, r0 + r)] = lse;
-  }
-  store_tile<Elem>(p.out, p.o_batch_stride, p.o_row_stride, p.o_head_stride, sl, true, b, h, r0, nr,
-                   dv, w.o.data(), dv);
-}
-
-template <typename Elem>
-void forward_impl(const FwdParams& p) {
-  const int64_t n_qt = ceil_div(p.seqlen_q, kBlockQ);
-  const int64_t work = p.batch * p.heads_q * n_qt;
-  const DropoutRng rng = p.dropout_p > 0.f ? DropoutRng::make(p.seed, p.offset, p.dropout_p)
-                                           : DropoutRng{};
+  void run() {
+    plan_pack(kt, p, false, p.heads_kv, p.head_dim_qk, PackKind::transposed);
+    plan_pack(vn, p, false, p.heads_kv, p.head_dim_v, PackKind::natural);
+    const int64_t n_qt = ceil_div(p.seqlen_q, kBlockQ);
+    const int64_t work = p.batch * p.heads_q * n_qt;
 #pragma omp parallel num_threads(thread_count(p))
-  {
-    FwdScratch scratch(p.head_dim_qk, p.head_dim_v);
-    // Last query tiles first: under a causal mask they are the longest.
+    {
+      FwdScratch<PT> w(p.head_dim_qk, p.head_dim_v);
+      pack_all<Elem>(kt, p, kv, false, w.row.data());
+      pack_all<Elem>(vn, p, vv, false, w.row.data());
+      if (kBf16 && k.thread_begin) k.thread_begin();
+      // Last query tiles first: under a causal mask they are the longest.
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t w = 0; w < work; ++w) {
-      const int64_t qt = n_qt - 1 - w % n_qt, bh = w / n_qt;
-      forward_tile<Elem>(p, rng, bh / p.heads_q, bh % p.heads_q, qt, scratch);
+      for (int64_t i = 0; i < work; ++i) {
+        const int64_t qt = n_qt - 1 - i % n_qt, bh = i / n_qt;
+        tile(bh / p.heads_q, bh % p.heads_q, qt, w);
+      }
+      if (kBf16 && k.thread_end) k.thread_end();
     }
   }
-}
+
+  void product(int64_t M, int64_t N, int64_t K, const PT* A, int64_t lda, const PT* B, int64_t ldb,
+               float* C, int64_t ldc, bool acc) const {
+    if constexpr (kBf16) k.gemm_bf16(M, N, K, A, lda, B, ldb, C, ldc, acc);
+    else k.gemm_f32(M, N, K, A, lda, B, ldb, C, ldc, acc);
+  }
+
+  void tile(int64_t b, int64_t h, int64_t qt, FwdScratch<PT>& w) const {
+    const SeqLen sl(p, b);
+    const int64_t r0 = qt * kBlockQ;
+    if (r0 >= sl.seqlen_q) return;
+    const int64_t nr = std::min(kBlockQ, sl.seqlen_q - r0), mr = padded<PT>(nr);
+    const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v, hk = h / p.group_size();
+    const int64_t dqk_p = padded<PT>(dqk), dv_p = padded<PT>(dv);
+    const ScoreContext ctx(p, sl, b, h, rng);
+
+    // The query tile, zero-padded to the product's shape. The scale is applied
+    // to the fp32 scores, so bf16 queries are multiplied as given.
+    load_a_tile<Elem>(qv, sl, true, b, h, r0, nr, mr, dqk, dqk_p, w.q.data(), w.row.data());
+    std::fill(w.o.begin(), w.o.begin() + mr * dv_p, 0.f);
+    std::fill(w.m.begin(), w.m.end(), kNegInf);
+    std::fill(w.l.begin(), w.l.end(), 0.f);
+
+    const int64_t c_begin = ctx.mask.col_begin(r0), c_end = ctx.mask.col_end(r0 + nr - 1);
+    for (int64_t t = c_begin / kBlockK; t * kBlockK < c_end; ++t) {
+      const int64_t c0 = t * kBlockK, nc = std::min(kBlockK, c_end - c0), nc_p = padded<PT>(nc);
+      float* s = w.s.data();
+      product(mr, nc_p, dqk_p, w.q.data(), dqk_p, kt.tile(b, hk, t), kt.ld(), s, kBlockK, false);
+      // Softcap, ALiBi and partial masks take the general path; full plain
+      // tiles fold the scale into the max pass.
+      const bool plain = ctx.softcap <= 0.f && !ctx.alibi && ctx.mask.tile_full(r0, r0 + nr, c0, c0 + nc);
+      if (!plain) {
+        for (int64_t r = 0; r < nr; ++r) k.scale_row(s + r * kBlockK, nc, p.softmax_scale);
+        ctx.apply(s, kBlockK, r0, nr, c0, nc, nullptr);
+      }
+      for (int64_t r = 0; r < nr; ++r) {
+        float* sr = s + r * kBlockK;
+        const float tile_max = plain ? k.scale_max(sr, nc, p.softmax_scale) : k.row_max(sr, nc);
+        const float m_new = (tile_max > w.m[r] || tile_max != tile_max) ? tile_max : w.m[r];
+        if (m_new == kNegInf) {  // nothing visible in this row yet
+          std::fill(sr, sr + nc, 0.f);
+        } else {
+          const float alpha = w.m[r] == kNegInf ? 0.f : std::exp(w.m[r] - m_new);
+          const float sum = k.exp_sub_sum(sr, nc, m_new);
+          w.l[r] = w.l[r] * alpha + sum;
+          w.m[r] = m_new;
+          if (alpha != 1.f) k.scale_row(w.o.data() + r * dv_p, dv, alpha);
+          // Dropout acts on the probabilities after the normaliser is taken.
+          if (ctx.dropout) ctx.dropout_row(sr, r0 + r, c0, nc);
+        }
+        if constexpr (kBf16) k.to_bf16(sr, w.p.data() + r * kBlockK, nc, nc_p);
+      }
+      const PT* pa;
+      if constexpr (kBf16) pa = w.p.data();
+      else pa = s;
+      product(mr, dv_p, nc_p, pa, kBlockK, vn.tile(b, hk, t), vn.ld(), w.o.data(), dv_p, true);
+      // NaN/inf in V reach only the rows that see them (pack.h).
+      if (!vn.tile_finite(b, hk, t))
+        add_nonfinite<Elem>(vv, sl, false, b, hk, c0, nc, dv, s, kBlockK, nr, w.o.data(), dv_p, w.row.data());
+    }
+
+    // Rows that saw no key: out 0, lse -inf (the identity of log-sum-exp merging).
+    // A row whose visible scores were all -inf (an inf input) is NaN, as exp(-inf - -inf).
+    for (int64_t r = 0; r < nr; ++r) {
+      float* o = w.o.data() + r * dv_p;
+      float lse = w.m[r] + std::log(w.l[r]);
+      if (w.l[r] == 0.f) {
+        const bool sees_keys = ctx.mask.col_begin(r0 + r) < ctx.mask.col_end(r0 + r);
+        const float fill = sees_keys ? std::numeric_limits<float>::quiet_NaN() : 0.f;
+        std::fill(o, o + dv, fill);
+        lse = sees_keys ? fill : kNegInf;
+      } else {
+        k.scale_row(o, dv, 1.f / w.l[r]);
+      }
+      if (p.lse) p.lse[sl.lse_index(p, b, h, r0 + r)] = lse;
+    }
+    store_tile<Elem>(p.out, p.o_batch_stride, p.o_row_stride, p.o_head_stride, sl, true, b, h, r0, nr,
+                     dv, w.o.data(), dv_p);
+  }
+};
 
 }  // namespace
 }  // namespace cpu
 
 void cpu_forward(const FwdParams& p) {
-  with_elem(p.dtype, [&](auto e) { cpu::forward_impl<decltype(e)>(p); });
+  const cpu::Kernels& k = cpu::active_kernels();
+  with_elem(p.dtype, [&](auto e) {
+    using Elem = decltype(e);
+    if (std::is_same_v<Elem, BF16> && k.gemm_bf16 != nullptr)
+      cpu::Forward<Elem, uint16_t>(p, k).run();
+    else
+      cpu::Forward<Elem, float>(p, k).run();
+  });
 }
 
 }  // namespace flashattn::detail

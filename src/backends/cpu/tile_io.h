@@ -107,6 +107,45 @@ struct ScoreContext {
       }
   }
 
+  // apply() on a transposed tile: s[j * ld + r] for keys c0 + j (j < nc) and
+  // rows r0 + r (r < nr), as the backward's key-major pass holds it.
+  void apply_t(float* s, int64_t ld, int64_t r0, int64_t nr, int64_t c0, int64_t nc,
+               float* tanh_out) const {
+    if (softcap > 0.f) {
+      const float inv = 1.f / softcap;
+      for (int64_t j = 0; j < nc; ++j)
+        for (int64_t r = 0; r < nr; ++r) {
+          const float t = std::tanh(s[j * ld + r] * inv);
+          s[j * ld + r] = softcap * t;
+          if (tanh_out) tanh_out[j * ld + r] = t;
+        }
+    }
+    if (alibi)
+      for (int64_t j = 0; j < nc; ++j)
+        for (int64_t r = 0; r < nr; ++r)
+          s[j * ld + r] += alibi_bias(slope, r0 + r, c0 + j, mask.seqlen_q, mask.seqlen_k);
+    if (!mask.tile_full(r0, r0 + nr, c0, c0 + nc))
+      for (int64_t j = 0; j < nc; ++j) {
+        const int64_t lo = mask.row_begin(c0 + j) - r0, hi = mask.row_end(c0 + j) - r0;
+        for (int64_t r = 0; r < nr; ++r)
+          if (r < lo || r >= hi) s[j * ld + r] = kNegInf;
+      }
+  }
+
+  // dropout_row() on a transposed tile (x[j * ld + r]), one Philox call per
+  // four keys of a row as in the row form.
+  void dropout_t(float* x, int64_t ld, int64_t r0, int64_t nr, int64_t c0, int64_t nc) const {
+    for (int64_t r = 0; r < nr; ++r) {
+      int64_t j = 0;
+      while (j < nc) {
+        const int64_t col = c0 + j;
+        const Philox4 w = rng.words(b, h, r0 + r, col >> 2);
+        for (int64_t k = col & 3; k < 4 && j < nc; ++k, ++j)
+          x[j * ld + r] = rng.keep_word(w.x[k]) ? x[j * ld + r] * rng.keep_scale : 0.f;
+      }
+    }
+  }
+
   // x[j] = keep(i, c0 + j) ? x[j] / (1 - p) : 0 for one row.
   void dropout_row(float* x, int64_t i, int64_t c0, int64_t nc) const {
     int64_t j = 0;

@@ -1,5 +1,8 @@
 #include "backends/cpu/tile_ops.h"
 
+#include "backends/cpu/kernels/kernels.h"
+#include "flashattn/numeric.h"
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -20,13 +23,8 @@ constexpr int kMB = 4;
 constexpr int kNB = 32;
 // Independent lanes for reductions, so they vectorise without reassociation flags.
 constexpr int kLanes = 16;
+constexpr float kNegInfF = -std::numeric_limits<float>::infinity();
 
-template <bool kTransA>
-inline float a_at(const float* A, int64_t lda, int64_t m, int64_t k) {
-  return kTransA ? A[k * lda + m] : A[m * lda + k];
-}
-
-template <bool kTransA>
 inline void gemm_impl(int64_t M, int64_t N, int64_t K, const float* __restrict A, int64_t lda,
                       const float* __restrict B, int64_t ldb, float* __restrict C, int64_t ldc,
                       bool accumulate) {
@@ -41,7 +39,7 @@ inline void gemm_impl(int64_t M, int64_t N, int64_t K, const float* __restrict A
         for (int64_t k = 0; k < K; ++k) {
           const float* b = B + k * ldb + n0;
           for (int r = 0; r < kMB; ++r) {
-            const float a = a_at<kTransA>(A, lda, m0 + r, k);
+            const float a = A[(m0 + r) * lda + k];
             for (int n = 0; n < kNB; ++n) c[r][n] += a * b[n];
           }
         }
@@ -53,7 +51,7 @@ inline void gemm_impl(int64_t M, int64_t N, int64_t K, const float* __restrict A
       float* c = C + m0 * ldc + n0;
       if (!accumulate) std::fill(c, c + nb, 0.f);
       for (int64_t k = 0; k < K; ++k) {
-        const float a = a_at<kTransA>(A, lda, m0, k);
+        const float a = A[m0 * lda + k];
         const float* b = B + k * ldb + n0;
         for (int64_t n = 0; n < nb; ++n) c[n] += a * b[n];
       }
@@ -83,42 +81,11 @@ inline float exp_approx(float x) {
   return x < -87.3f ? 0.f : e;
 }
 
-// C += op(A) B skipping zero coefficients of A, so a NaN or inf row of B that
-// a zero (masked) coefficient meets never reaches C. The slow path, used only
-// for tiles that hold a non-finite value.
-template <bool kTransA>
-inline void gemm_skip_zero_impl(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-                                const float* B, int64_t ldb, float* C, int64_t ldc) {
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t k = 0; k < K; ++k) {
-      const float a = a_at<kTransA>(A, lda, m, k);
-      if (a == 0.f) continue;
-      const float* b = B + k * ldb;
-      float* c = C + m * ldc;
-      for (int64_t n = 0; n < N; ++n) c[n] += a * b[n];
-    }
-}
-
 }  // namespace
-
-void gemm_nn_skip_zero(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-                       const float* B, int64_t ldb, float* C, int64_t ldc) {
-  gemm_skip_zero_impl<false>(M, N, K, A, lda, B, ldb, C, ldc);
-}
-
-void gemm_tn_skip_zero(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-                       const float* B, int64_t ldb, float* C, int64_t ldc) {
-  gemm_skip_zero_impl<true>(M, N, K, A, lda, B, ldb, C, ldc);
-}
 
 FA_CLONES void gemm_nn(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
                        const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate) {
-  gemm_impl<false>(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
-}
-
-FA_CLONES void gemm_tn(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-                       const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate) {
-  gemm_impl<true>(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+  gemm_impl(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
 }
 
 // (a > b || a != a) keeps a NaN once seen: a row with a NaN score has a NaN max.
@@ -186,6 +153,32 @@ FA_CLONES float dot(const float* x, const float* y, int64_t n) {
   for (; j < n; ++j) s += x[j] * y[j];
   for (int l = 0; l < kLanes; ++l) s += lane[l];
   return s;
+}
+
+FA_CLONES float scale_max(float* x, int64_t n, float scale) {
+  scale_row(x, n, scale);
+  return row_max(x, n);
+}
+
+FA_CLONES void exp_sub_vec(float* x, const float* m, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) x[j] = x[j] == kNegInfF ? 0.f : exp_approx(x[j] - m[j]);
+}
+
+FA_CLONES void softmax_grad_vec(const float* p, float* dp, const float* d, int64_t n, float scale) {
+  for (int64_t j = 0; j < n; ++j) dp[j] = p[j] == 0.f ? 0.f : p[j] * (dp[j] - d[j]) * scale;
+}
+
+void to_bf16(const float* x, uint16_t* y, int64_t n, int64_t n_pad) {
+  for (int64_t j = 0; j < n; ++j) y[j] = float_to_bf16(x[j]);
+  for (int64_t j = n; j < n_pad; ++j) y[j] = 0;
+}
+
+const Kernels& portable_kernels() {
+  static const Kernels k{Isa::portable, gemm_nn,     nullptr,          nullptr,
+                         nullptr,       scale_max,   row_max,          exp_sub_sum,
+                         exp_sub_vec,   scale_row,   softmax_grad_row, softmax_grad_vec,
+                         dot,           all_finite,  to_bf16};
+  return k;
 }
 
 }  // namespace flashattn::detail::cpu

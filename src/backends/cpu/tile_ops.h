@@ -1,25 +1,16 @@
-// Float32 building blocks of the CPU flash backend: the tile products and the
-// vectorised row operations of the online softmax. Compiled once per x86-64 level
-// (AVX-512, AVX2, baseline) and picked at load time, so one binary runs anywhere.
+// The portable level of the CPU flash backend's kernels (kernels.h): float32
+// tile products and row operations in plain C++, compiled once per x86-64 level
+// (AVX-512, AVX2, baseline) and picked at load time. The fallback where the
+// intrinsics kernels (kernels/) do not apply, and the only level on other CPUs.
 #pragma once
 
 #include <cstdint>
 
 namespace flashattn::detail::cpu {
 
-// C[M][N] (+)= op(A)[M][K] * B[K][N], row-major with leading dimensions.
-// op(A) is A[M][K] (gemm_nn) or the transpose of A[K][M] (gemm_tn).
+// C[M][N] (+)= A[M][K] * B[K][N], row-major with leading dimensions.
 void gemm_nn(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
              int64_t ldb, float* C, int64_t ldc, bool accumulate);
-void gemm_tn(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
-             int64_t ldb, float* C, int64_t ldc, bool accumulate);
-
-// Accumulating C += op(A) B that skips zero coefficients of A: the path for
-// tiles holding NaN or inf, so masked (zero) probabilities never meet them.
-void gemm_nn_skip_zero(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-                       const float* B, int64_t ldb, float* C, int64_t ldc);
-void gemm_tn_skip_zero(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-                       const float* B, int64_t ldb, float* C, int64_t ldc);
 
 // max_j x[j]; NaN if any x[j] is NaN (the row then comes out NaN).
 float row_max(const float* x, int64_t n);
@@ -35,5 +26,10 @@ void scale_row(float* x, int64_t n, float a);
 void softmax_grad_row(const float* p, float* dp, int64_t n, float d, float scale);
 // sum_j x[j] * y[j]
 float dot(const float* x, const float* y, int64_t n);
+// The remaining entries of the kernel table (kernels.h says what they do).
+float scale_max(float* x, int64_t n, float scale);
+void exp_sub_vec(float* x, const float* m, int64_t n);
+void softmax_grad_vec(const float* p, float* dp, const float* d, int64_t n, float scale);
+void to_bf16(const float* x, uint16_t* y, int64_t n, int64_t n_pad);
 
 }  // namespace flashattn::detail::cpu

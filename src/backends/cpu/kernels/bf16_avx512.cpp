@@ -1,0 +1,104 @@
+// AVX512-BF16 kernels: the bf16 product with vdpbf16ps (each fp32 lane adds the
+// products of one bf16 pair of A and B, so B comes in the VNNI panels of
+// kernels.h) and the fp32 -> bf16 rounding of probability tiles.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "backends/cpu/kernels/x86.h"
+
+#define FA_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
+
+namespace flashattn::detail::cpu::x86 {
+namespace {
+
+// kMR rows x kNP panels (16 columns each) of C in registers: 24 accumulators.
+constexpr int kMR = 6;
+constexpr int kNP = 4;
+constexpr int kPanel = 16;
+
+template <int MR, int NP>
+FA_BF16 void bf16_block(int64_t K, const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb,
+                        float* C, int64_t ldc, bool accumulate) {
+  __m512 c[MR][NP];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; ++p)
+      c[r][p] = accumulate ? _mm512_loadu_ps(C + r * ldc + p * kPanel) : _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; k += 2) {
+    __m512i b[NP];
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; ++p) b[p] = _mm512_loadu_si512(B + p * ldb + k * kPanel);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      int32_t pair;
+      __builtin_memcpy(&pair, A + r * lda + k, sizeof(pair));
+      const __m512i a = _mm512_set1_epi32(pair);
+#pragma GCC unroll 4
+      for (int p = 0; p < NP; ++p)
+        c[r][p] = _mm512_dpbf16_ps(c[r][p], (__m512bh)a, (__m512bh)b[p]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; ++p) _mm512_storeu_ps(C + r * ldc + p * kPanel, c[r][p]);
+}
+
+using BlockFn = void (*)(int64_t, const uint16_t*, int64_t, const uint16_t*, int64_t, float*,
+                         int64_t, bool);
+
+template <int MR>
+FA_BF16 BlockFn block_for(int np) {
+  switch (np) {
+    case 1: return bf16_block<MR, 1>;
+    case 2: return bf16_block<MR, 2>;
+    case 3: return bf16_block<MR, 3>;
+    default: return bf16_block<MR, 4>;
+  }
+}
+
+FA_BF16 BlockFn block_for(int mr, int np) {
+  switch (mr) {
+    case 1: return block_for<1>(np);
+    case 2: return block_for<2>(np);
+    case 3: return block_for<3>(np);
+    case 4: return block_for<4>(np);
+    case 5: return block_for<5>(np);
+    default: return block_for<6>(np);
+  }
+}
+
+}  // namespace
+
+FA_BF16 void gemm_bf16_avx512(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
+                              const uint16_t* B, int64_t ldb, float* C, int64_t ldc,
+                              bool accumulate) {
+  for (int64_t n0 = 0; n0 < N; n0 += kNP * kPanel) {
+    const int64_t panels = (N - n0) / kPanel;
+    const int np = panels >= kNP ? kNP : static_cast<int>(panels);
+    const uint16_t* b = B + (n0 / kPanel) * ldb;
+    const BlockFn full = block_for(kMR, np);
+    int64_t m0 = 0;
+    for (; m0 + kMR <= M; m0 += kMR) full(K, A + m0 * lda, lda, b, ldb, C + m0 * ldc + n0, ldc, accumulate);
+    if (m0 < M)
+      block_for(static_cast<int>(M - m0), np)(K, A + m0 * lda, lda, b, ldb, C + m0 * ldc + n0, ldc,
+                                              accumulate);
+  }
+}
+
+FA_BF16 void to_bf16_avx512(const float* x, uint16_t* y, int64_t n, int64_t n_pad) {
+  for (int64_t j = 0; j < n_pad; j += 16) {
+    const int64_t left = n - j;
+    const __mmask16 t = left >= 16 ? static_cast<__mmask16>(0xFFFF)
+                        : left <= 0 ? static_cast<__mmask16>(0)
+                                    : static_cast<__mmask16>((1u << left) - 1u);
+    const __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(t, x + j));  // zeros past n
+    const int64_t w = n_pad - j;
+    const __mmask16 wm = w >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << w) - 1u);
+    _mm256_mask_storeu_epi16(y + j, wm, (__m256i)h);
+  }
+}
+
+}  // namespace flashattn::detail::cpu::x86

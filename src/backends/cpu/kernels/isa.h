@@ -1,0 +1,26 @@
+// Which instruction sets the CPU flash backend uses, decided at run time so one
+// binary runs on any x86-64 (and the portable path is all there is elsewhere).
+//   amx         bf16 tile products on AMX (Sapphire Rapids and newer)
+//   avx512_bf16 bf16 tile products with vdpbf16ps
+//   avx512      fp32 FMA products; bf16/fp16 inputs are widened to fp32
+//   portable    plain C++ (auto-vectorised), every dtype widened to fp32
+// fp32 inputs always take fp32 products (the contract's fp32 accuracy); AMX and
+// AVX512-BF16 only change how bf16 inputs are multiplied.
+#pragma once
+
+namespace flashattn::detail::cpu {
+
+enum class Isa { portable = 0, avx512 = 1, avx512_bf16 = 2, amx = 3 };
+
+// The best level this CPU (and OS, for AMX) supports, capped by the environment
+// variable FLASHATTN_CPU_ISA (portable|avx512|avx512_bf16|amx) when set.
+Isa active_isa();
+// The best level this CPU supports, ignoring any cap.
+Isa supported_isa();
+const char* isa_name(Isa isa);
+
+// For tests: cap the level (clamped to what the CPU supports); reset() undoes it.
+void force_isa(Isa isa);
+void reset_forced_isa();
+
+}  // namespace flashattn::detail::cpu

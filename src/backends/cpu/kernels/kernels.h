@@ -1,0 +1,71 @@
+// The CPU flash backend's tile products and row operations, one implementation
+// per instruction-set level (isa.h), gathered in a table of function pointers so
+// the forward and backward loops are written once.
+//
+// Operand layouts of the products (C, A row-major with leading dimensions):
+//   fp32: C[M][N] (+)= A[M][K] B[K][N], B row-major with leading dimension ldb.
+//   bf16: C[M][N] (+)= A[M][K] B[K][N], A bf16 row-major, B in "VNNI" panels of
+//         16 columns: panel p starts at B + p * ldb and holds [K/2][16][2] (each
+//         16-column row pair interleaved), the layout both AMX tiles and
+//         vdpbf16ps read. M, N and K are multiples of 32; C and accumulation fp32.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/cpu/kernels/isa.h"
+
+namespace flashattn::detail::cpu {
+
+// The bf16 products' shapes are multiples of this (AMX tiles are 16 x 32 bf16;
+// two of them per dimension make one register block).
+constexpr int64_t kBf16Block = 32;
+
+struct Kernels {
+  Isa isa;
+  void (*gemm_f32)(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                   int64_t ldb, float* C, int64_t ldc, bool accumulate);
+  // Null where the level has no bf16 products (bf16 inputs are then widened).
+  void (*gemm_bf16)(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
+                    const uint16_t* B, int64_t ldb, float* C, int64_t ldc, bool accumulate);
+  // Each thread calls these around its bf16 products (AMX: tile configuration
+  // and release); null when there is nothing to do.
+  void (*thread_begin)();
+  void (*thread_end)();
+
+  // x *= scale, then max_j x[j] (NaN when any x[j] is NaN).
+  float (*scale_max)(float* x, int64_t n, float scale);
+  // max_j x[j] (NaN when any x[j] is NaN).
+  float (*row_max)(const float* x, int64_t n);
+  // x[j] = exp(x[j] - m), exactly 0 for x[j] = -inf (whatever m is); returns the sum.
+  float (*exp_sub_sum)(float* x, int64_t n, float m);
+  // x[j] = exp(x[j] - m[j]), exactly 0 for x[j] = -inf: a column of the
+  // transposed tile, where every query has its own LSE.
+  void (*exp_sub_vec)(float* x, const float* m, int64_t n);
+  // x[j] *= a
+  void (*scale_row)(float* x, int64_t n, float a);
+  // dp[j] = p[j] * (dp[j] - d) * scale, exactly 0 where p[j] is 0.
+  void (*softmax_grad_row)(const float* p, float* dp, int64_t n, float d, float scale);
+  // dp[j] = p[j] * (dp[j] - d[j]) * scale, exactly 0 where p[j] is 0.
+  void (*softmax_grad_vec)(const float* p, float* dp, const float* d, int64_t n, float scale);
+  // sum_j x[j] y[j]
+  float (*dot)(const float* x, const float* y, int64_t n);
+  // No x[j] is NaN or inf.
+  bool (*all_finite)(const float* x, int64_t n);
+  // y[j] = bf16(x[j]) rounded to nearest even, for j < n; y[j] = 0 for n <= j < n_pad.
+  void (*to_bf16)(const float* x, uint16_t* y, int64_t n, int64_t n_pad);
+};
+
+// The table of a level (clamped to what the CPU supports).
+const Kernels& kernels(Isa isa);
+// The table of active_isa().
+inline const Kernels& active_kernels() { return kernels(active_isa()); }
+
+// Per-level tables, defined in their own files; the x86 ones only on x86-64.
+const Kernels& portable_kernels();
+#if defined(__x86_64__)
+const Kernels& avx512_kernels();
+const Kernels& avx512_bf16_kernels();
+const Kernels& amx_kernels();
+#endif
+
+}  // namespace flashattn::detail::cpu

@@ -1,0 +1,37 @@
+// The x86-64 kernels of the table (kernels.h), each defined in the file named
+// after its instruction set and compiled for it alone; kernels.cpp assembles the
+// tables from them. Callers reach them only through the table, after the CPU
+// check, so no other code runs these instructions.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__x86_64__)
+namespace flashattn::detail::cpu::x86 {
+
+// avx512.cpp (AVX-512 F/BW/VL/DQ)
+void gemm_f32_avx512(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                     int64_t ldb, float* C, int64_t ldc, bool accumulate);
+float scale_max_avx512(float* x, int64_t n, float scale);
+float row_max_avx512(const float* x, int64_t n);
+float exp_sub_sum_avx512(float* x, int64_t n, float m);
+void exp_sub_vec_avx512(float* x, const float* m, int64_t n);
+void scale_row_avx512(float* x, int64_t n, float a);
+void softmax_grad_row_avx512(const float* p, float* dp, int64_t n, float d, float scale);
+void softmax_grad_vec_avx512(const float* p, float* dp, const float* d, int64_t n, float scale);
+float dot_avx512(const float* x, const float* y, int64_t n);
+bool all_finite_avx512(const float* x, int64_t n);
+
+// bf16_avx512.cpp (AVX512-BF16)
+void gemm_bf16_avx512(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
+                      const uint16_t* B, int64_t ldb, float* C, int64_t ldc, bool accumulate);
+void to_bf16_avx512(const float* x, uint16_t* y, int64_t n, int64_t n_pad);
+
+// amx.cpp (AMX-TILE, AMX-BF16)
+void gemm_bf16_amx(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
+                   const uint16_t* B, int64_t ldb, float* C, int64_t ldc, bool accumulate);
+void amx_thread_begin();
+void amx_thread_end();
+
+}  // namespace flashattn::detail::cpu::x86
+#endif

@@ -1,0 +1,194 @@
+// Packed copies of whole heads, made once per call before the tile loops, in the
+// layout the products read as their B operand (kernels.h). A tile of kPackRows
+// rows of one (sequence, head) is one contiguous block, zero-padded past the
+// sequence's end, so the loops never read outside a tensor, never meet its
+// strides, and every work item reuses the same packed keys. Two kinds:
+//   transposed (B = X^T, the k dimension is the head dim): S = Q K^T, dP = dO V^T;
+//   natural    (B = X, the k dimension is the rows):       O += P V, dV += P^T dO...
+// fp32 blocks are row-major ([D][64] transposed, [64][D] natural); bf16 blocks
+// are VNNI panels of 16 columns with the head dim padded to a multiple of 32.
+// The extra memory is one copy of each packed tensor: O(N) per head.
+//
+// NaN and inf: a natural pack is the second operand of a product whose A holds
+// exact zeros for masked pairs (P, dS), and 0 * NaN would carry a poisoned row
+// into rows that never see it. So natural packs store such elements as 0 and
+// flag the tile; the loops then add back A[i][j] * x for the non-finite x and
+// the nonzero A[i][j] (add_nonfinite), which reaches exactly the rows that
+// see it, and leaves every other row bitwise what a clean input gives.
+// Transposed packs keep NaN and inf: in S = Q K^T they must reach the scores,
+// and masking then overwrites those of masked pairs.
+#pragma once
+
+#include <cstdint>
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <vector>
+
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/tile_io.h"
+#include "flashattn/numeric.h"
+
+namespace flashattn::detail::cpu {
+
+constexpr int64_t kPackRows = 64;  // rows per packed tile (the key and query tile)
+
+// bf16 blocks pad their dimensions to the products' multiple; fp32 ones do not.
+template <typename PT>
+constexpr int64_t padded(int64_t n) {
+  if constexpr (sizeof(PT) == 2) return ceil_div(n, kBf16Block) * kBf16Block;
+  return n;
+}
+
+// Uninitialised, 64-byte aligned storage (packs write every element, so a
+// zeroing pass over gigabytes would be wasted, and single-threaded).
+template <typename T>
+struct AlignedBuf {
+  struct Free {
+    void operator()(T* p) const { ::operator delete[](p, std::align_val_t(64)); }
+  };
+  std::unique_ptr<T[], Free> ptr;
+  void allocate(int64_t n) {
+    ptr.reset(static_cast<T*>(::operator new[](static_cast<size_t>(n) * sizeof(T), std::align_val_t(64))));
+  }
+  T* get() const { return ptr.get(); }
+};
+
+enum class PackKind { transposed, natural };
+
+// One packed tensor: every head of every sequence, tile by tile.
+template <typename PT>
+struct Packed {
+  AlignedBuf<PT> buf;
+  std::vector<uint8_t> finite;  // per tile: no NaN or inf among its rows
+  std::vector<int64_t> tile0;   // per sequence: its first tile
+  int64_t tiles = 0, heads = 0, dim = 0, tile_elems = 0;
+  PackKind kind = PackKind::natural;
+
+  // B operand's leading dimension (fp32) or panel stride (bf16) of a tile.
+  int64_t ld() const {
+    if constexpr (sizeof(PT) == 2) return kind == PackKind::transposed ? padded<PT>(dim) * 16 : kPackRows * 16;
+    return kind == PackKind::transposed ? kPackRows : dim;
+  }
+  int64_t index(int64_t b, int64_t h, int64_t t) const { return h * tiles + tile0[b] + t; }
+  const PT* tile(int64_t b, int64_t h, int64_t t) const { return buf.get() + index(b, h, t) * tile_elems; }
+  bool tile_finite(int64_t b, int64_t h, int64_t t) const { return finite[index(b, h, t)] != 0; }
+};
+
+template <typename PT>
+inline PT to_packed(float x) {
+  if constexpr (sizeof(PT) == 2) return float_to_bf16(x);
+  else return x;
+}
+
+// Sizes the pack for the q side (queries) or k side (keys) of p. Call before
+// the parallel region; fill it with pack_tile from inside.
+template <typename PT>
+void plan_pack(Packed<PT>& pk, const FwdParams& p, bool q_side, int64_t heads, int64_t dim,
+               PackKind kind) {
+  pk.kind = kind;
+  pk.heads = heads;
+  pk.dim = dim;
+  pk.tile_elems = kPackRows * padded<PT>(dim);
+  pk.tile0.assign(static_cast<size_t>(p.batch + 1), 0);
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const SeqLen sl(p, b);
+    pk.tile0[b + 1] = pk.tile0[b] + ceil_div(q_side ? sl.seqlen_q : sl.seqlen_k, kPackRows);
+  }
+  pk.tiles = pk.tile0[p.batch];
+  pk.buf.allocate(std::max<int64_t>(1, pk.tiles * heads * pk.tile_elems));
+  pk.finite.assign(static_cast<size_t>(std::max<int64_t>(1, pk.tiles * heads)), 1);
+}
+
+// Packs tile t of head h of sequence b; `row` is a scratch row of dim floats.
+template <typename Elem, typename PT>
+void pack_tile(Packed<PT>& pk, const HeadView& src, const SeqLen& sl, bool q_side, int64_t b,
+               int64_t h, int64_t t, float* row) {
+  const int64_t dim = pk.dim, dp = padded<PT>(dim);
+  const int64_t r0 = t * kPackRows;
+  const int64_t rows = std::min(kPackRows, (q_side ? sl.seqlen_q : sl.seqlen_k) - r0);
+  PT* dst = pk.buf.get() + pk.index(b, h, t) * pk.tile_elems;
+  std::memset(static_cast<void*>(dst), 0, static_cast<size_t>(pk.tile_elems) * sizeof(PT));
+  bool finite = true;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t off = q_side ? sl.q_row(b, src.batch_stride, src.row_stride, src.head_stride, h, r0 + r)
+                               : sl.k_row(b, src.batch_stride, src.row_stride, src.head_stride, h, r0 + r);
+    load_row<Elem>(src.base, off, dim, row);
+    bool row_finite = true;
+    for (int64_t d = 0; d < dim; ++d) row_finite = row_finite && (row[d] - row[d] == 0.f);
+    if (!row_finite && pk.kind == PackKind::natural)
+      for (int64_t d = 0; d < dim; ++d) row[d] = row[d] - row[d] == 0.f ? row[d] : 0.f;
+    finite = finite && row_finite;
+    if constexpr (sizeof(PT) == 2) {
+      if (pk.kind == PackKind::transposed) {  // panel r/16, pair d/2, column r%16
+        PT* base = dst + (r / 16) * (dp * 16) + (r % 16) * 2;
+        for (int64_t d = 0; d < dim; ++d) base[(d / 2) * 32 + (d % 2)] = to_packed<PT>(row[d]);
+      } else {  // panel d/16, pair r/2, column d%16
+        PT* base = dst + (r / 2) * 32 + (r % 2);
+        for (int64_t d = 0; d < dim; ++d) base[(d / 16) * (kPackRows * 16) + (d % 16) * 2] = to_packed<PT>(row[d]);
+      }
+    } else {
+      if (pk.kind == PackKind::transposed)
+        for (int64_t d = 0; d < dim; ++d) dst[d * kPackRows + r] = row[d];
+      else
+        std::memcpy(dst + r * dim, row, static_cast<size_t>(dim) * sizeof(float));
+    }
+  }
+  pk.finite[pk.index(b, h, t)] = finite ? 1 : 0;
+}
+
+// An A operand: rows [row0, row0 + rows) of one head copied to dst
+// ([padded(rows)][ld], row-major), zero-padded to `rows_p` rows and `ld` columns.
+template <typename Elem, typename PT>
+void load_a_tile(const HeadView& src, const SeqLen& sl, bool q_side, int64_t b, int64_t h,
+                 int64_t row0, int64_t rows, int64_t rows_p, int64_t dim, int64_t ld, PT* dst,
+                 float* row) {
+  for (int64_t r = 0; r < rows_p; ++r) {
+    PT* d = dst + r * ld;
+    if (r < rows) {
+      const int64_t off = q_side ? sl.q_row(b, src.batch_stride, src.row_stride, src.head_stride, h, row0 + r)
+                                 : sl.k_row(b, src.batch_stride, src.row_stride, src.head_stride, h, row0 + r);
+      load_row<Elem>(src.base, off, dim, row);
+      for (int64_t c = 0; c < dim; ++c) d[c] = to_packed<PT>(row[c]);
+      std::fill(d + dim, d + ld, PT{});
+    } else {
+      std::fill(d, d + ld, PT{});
+    }
+  }
+}
+
+// C[i][c] += A[i][j] * x[j][c] for the non-finite elements x[j][c] of rows
+// [row0, row0 + rows) of one head and every i < m with A[i][j] != 0: the part of
+// C += A X that a natural pack leaves out (see the top of this file).
+template <typename Elem>
+void add_nonfinite(const HeadView& src, const SeqLen& sl, bool q_side, int64_t b, int64_t h,
+                   int64_t row0, int64_t rows, int64_t dim, const float* A, int64_t lda, int64_t m,
+                   float* C, int64_t ldc, float* row) {
+  for (int64_t j = 0; j < rows; ++j) {
+    const int64_t off = q_side ? sl.q_row(b, src.batch_stride, src.row_stride, src.head_stride, h, row0 + j)
+                               : sl.k_row(b, src.batch_stride, src.row_stride, src.head_stride, h, row0 + j);
+    load_row<Elem>(src.base, off, dim, row);
+    for (int64_t c = 0; c < dim; ++c) {
+      if (row[c] - row[c] == 0.f) continue;
+      for (int64_t i = 0; i < m; ++i)
+        if (A[i * lda + j] != 0.f) C[i * ldc + c] += A[i * lda + j] * row[c];
+    }
+  }
+}
+
+// Fills the pack from inside an OpenMP parallel region (work shared, ends
+// with the implied barrier).
+template <typename Elem, typename PT>
+void pack_all(Packed<PT>& pk, const FwdParams& p, const HeadView& src, bool q_side, float* row) {
+  const int64_t max_tiles = ceil_div(q_side ? p.seqlen_q : p.seqlen_k, kPackRows);
+  const int64_t work = p.batch * pk.heads * max_tiles;
+#pragma omp for schedule(dynamic, 4)
+  for (int64_t w = 0; w < work; ++w) {
+    const int64_t t = w % max_tiles, h = w / max_tiles % pk.heads, b = w / max_tiles / pk.heads;
+    if (t >= pk.tile0[b + 1] - pk.tile0[b]) continue;
+    pack_tile<Elem, PT>(pk, src, SeqLen(p, b), q_side, b, h, t, row);
+  }
+}
+
+}  // namespace flashattn::detail::cpu
