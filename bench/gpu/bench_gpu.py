@@ -108,7 +108,7 @@ def main():
     ap.add_argument("--no-bwd", action="store_true", help="skip the peers' backward")
     ap.add_argument("--fwd-only", action="store_true", help="skip every backward, ours too")
     ap.add_argument("--sm80-too", action="store_true",
-                    help="also time our forward with the portable sm80 kernel (ours_sm80_fwd_*)")
+                    help="also time our forward and backward with the portable sm80 kernels (ours_sm80_*)")
     ap.add_argument("--deterministic", action="store_true",
                     help="also time our backward in deterministic mode (ours_bwd_det_*)")
     ap.add_argument("--memory", action="store_true",
@@ -121,7 +121,7 @@ def main():
     dev = torch.device("cuda")
     rows = []
     print(f"{'D':>4} {'causal':>6} {'N':>6} | {'ours fwd':>9} {'sm80 fwd':>9} {'flash fwd':>9} {'cudnn fwd':>9} | "
-          f"{'ours bwd':>9} {'flash bwd':>9} {'cudnn bwd':>9} | {'fwd/FA2':>7} {'fwd/cuDNN':>9} {'bwd/FA2':>7} "
+          f"{'ours bwd':>9} {'sm80 bwd':>9} {'flash bwd':>9} {'cudnn bwd':>9} | {'fwd/FA2':>7} {'fwd/cuDNN':>9} {'bwd/FA2':>7} {'bwd/cuDNN':>9} "
           f"{'max|diff|':>9}")
     for d in [int(x) for x in args.hdims.split(",")]:
         for causal in [bool(int(x)) for x in args.causal.split(",")]:
@@ -159,6 +159,12 @@ def main():
                     row["ours_bwd_ms"] = time_ms(
                         lambda: fa.backward(do, q, k, v, out, lse, dq, dk, dv, causal=causal),
                         args.warmup, args.repeats)
+                    if args.sm80_too:
+                        os.environ["FLASHATTN_FORCE_SM80"] = "1"
+                        row["ours_sm80_bwd_ms"] = time_ms(
+                            lambda: fa.backward(do, q, k, v, out, lse, dq, dk, dv, causal=causal),
+                            args.warmup, args.repeats)
+                        del os.environ["FLASHATTN_FORCE_SM80"]
                     if args.deterministic:
                         row["ours_bwd_det_ms"] = time_ms(
                             lambda: fa.backward(do, q, k, v, out, lse, dq, dk, dv, causal=causal,
@@ -185,10 +191,10 @@ def main():
                 g = lambda key: row.get(key, float("nan"))
                 print(f"{d:>4} {int(causal):>6} {n:>6} | {g('ours_fwd_tflops'):9.1f} {g('ours_sm80_fwd_tflops'):9.1f} "
                       f"{g('flash_fwd_tflops'):9.1f} {g('cudnn_fwd_tflops'):9.1f} | "
-                      f"{g('ours_bwd_tflops'):9.1f} {g('flash_bwd_tflops'):9.1f} {g('cudnn_bwd_tflops'):9.1f} | "
+                      f"{g('ours_bwd_tflops'):9.1f} {g('ours_sm80_bwd_tflops'):9.1f} {g('flash_bwd_tflops'):9.1f} {g('cudnn_bwd_tflops'):9.1f} | "
                       f"{g('ours_fwd_tflops') / g('flash_fwd_tflops'):7.2f} "
                       f"{g('ours_fwd_tflops') / g('cudnn_fwd_tflops'):9.2f} "
-                      f"{g('ours_bwd_tflops') / g('flash_bwd_tflops'):7.2f} "
+                      f"{g('ours_bwd_tflops') / g('flash_bwd_tflops'):7.2f} {g('ours_bwd_tflops') / g('cudnn_bwd_tflops'):9.2f} "
                       f"{row['max_abs_diff_vs_flash']:9.2e}", flush=True)
                 del q, k, v, out, lse
                 torch.cuda.empty_cache()

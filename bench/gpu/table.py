@@ -13,7 +13,7 @@ def main():
     rows = json.load(open(a.json))["rows"]
     keep = {int(n) for n in a.seqlens.split(",")}
     cols = [("ours_fwd", "flashattn fwd"), ("ours_sm80_fwd", "sm80 fwd"), ("flash_fwd", "FA2 fwd"),
-            ("cudnn_fwd", "cuDNN fwd"), ("ours_bwd", "flashattn bwd"), ("flash_bwd", "FA2 bwd"),
+            ("cudnn_fwd", "cuDNN fwd"), ("ours_bwd", "flashattn bwd"), ("ours_sm80_bwd", "sm80 bwd"), ("flash_bwd", "FA2 bwd"),
             ("cudnn_bwd", "cuDNN bwd")]
     cols = [(k, t) for k, t in cols if any(f"{k}_tflops" in r for r in rows)]
     print("| D | causal | N | " + " | ".join(t for _, t in cols) + " |")

@@ -136,6 +136,8 @@ std::vector<Case> hopper_cases() {
   return in_dtypes(cases, {DType::f16, DType::bf16});
 }
 INSTANTIATE_TEST_SUITE_P(Hopper, CudaForward, ::testing::ValuesIn(on_cuda(hopper_cases())), CaseParamName());
+// The Hopper backward takes head dims 64 and 128 of these (256 runs on sm80).
+INSTANTIATE_TEST_SUITE_P(Hopper, CudaBackward, ::testing::ValuesIn(on_cuda(hopper_cases())), CaseParamName());
 INSTANTIATE_TEST_SUITE_P(HeadDims, CudaBackward, ::testing::ValuesIn(on_cuda(head_dim_cases())), CaseParamName());
 
 // Device buffers for a small contiguous [B, S, H, D] problem.
@@ -376,6 +378,35 @@ TEST(CudaDispatch, HopperForwardTakesOnlyWhatTmaCanDescribe) {
   fa::FwdParams no_keys = p;
   no_keys.seqlen_k = 0;
   EXPECT_FALSE(fa::sm90::supports_forward(no_keys));
+}
+
+// The Hopper backward: the same TMA rule (dO included), head dims 64/128, no
+// score modifiers, and not the deterministic mode (that is the sm80 path).
+TEST(CudaDispatch, HopperBackwardTakesOnlyWhatItImplements) {
+  fa::BwdParams p;
+  p.dtype = fa::DType::bf16;
+  p.batch = 2, p.seqlen_q = p.seqlen_k = 256, p.heads_q = 8, p.heads_kv = 2;
+  p.head_dim_qk = p.head_dim_v = 128;
+  p.q_row_stride = p.do_row_stride = 8 * 128, p.q_head_stride = p.do_head_stride = 128;
+  p.q_batch_stride = p.do_batch_stride = 256 * 8 * 128;
+  p.k_row_stride = p.v_row_stride = 2 * 128, p.k_head_stride = p.v_head_stride = 128;
+  p.k_batch_stride = p.v_batch_stride = 256 * 2 * 128;
+  p.softmax_scale = 0.088f;
+#if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_SM90_BWD_128_BF16)
+  EXPECT_TRUE(fa::sm90::supports_backward(p));
+#endif
+  fa::BwdParams deterministic = p;
+  deterministic.deterministic = true;
+  EXPECT_FALSE(fa::sm90::supports_backward(deterministic));
+  fa::BwdParams broadcast_do = p;
+  broadcast_do.do_head_stride = 0;
+  EXPECT_FALSE(fa::sm90::supports_backward(broadcast_do));
+  fa::BwdParams dropout = p;
+  dropout.dropout_p = 0.1f;
+  EXPECT_FALSE(fa::sm90::supports_backward(dropout));
+  fa::BwdParams hd256 = p;
+  hd256.head_dim_qk = hd256.head_dim_v = 256;
+  EXPECT_FALSE(fa::sm90::supports_backward(hd256));
 }
 
 }  // namespace

@@ -103,19 +103,19 @@ void derive_kernel_values(const FwdParams& p, DropoutRng& rng, float& scale_log2
   scale_log2 = needs_score_mods(p) ? kLog2e : p.softmax_scale * kLog2e;
 }
 
-// The Hopper kernel runs where it exists for the call (compute capability 9.0,
+// The Hopper kernels run where they exist for the call (compute capability 9.0,
 // sm_90a in the build, a supported problem); FLASHATTN_FORCE_SM80=1 picks the
-// portable kernel anyway (tests and benchmarks compare the two).
-bool use_sm90(const FwdParams& p) {
+// portable kernels anyway (tests and benchmarks compare the two).
+bool on_sm90(int device) {
 #ifdef FLASHATTN_WITH_SM90
   const char* force = std::getenv("FLASHATTN_FORCE_SM80");
   if (force != nullptr && force[0] != '\0' && force[0] != '0') return false;
   int major = 0, minor = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, p.device.index);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, p.device.index);
-  return major == 9 && minor == 0 && sm90::supports_forward(p);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  return major == 9 && minor == 0;
 #else
-  (void)p;
+  (void)device;
   return false;
 #endif
 }
@@ -189,7 +189,8 @@ void cuda_forward(const FwdParams& p) {
   static_cast<FwdParams&>(kp) = p;
   derive_kernel_values(p, kp.rng, kp.scale_log2);
   const auto stream = static_cast<cudaStream_t>(p.stream);
-  const cudaError_t err = use_sm90(p) ? sm90::forward(kp, stream) : sm80::forward(kp, stream);
+  const cudaError_t err = on_sm90(p.device.index) && sm90::supports_forward(p) ? sm90::forward(kp, stream)
+                                                                          : sm80::forward(kp, stream);
   if (err != cudaSuccess)
     throw Error(ErrorKind::runtime, "", "CUDA forward launch failed: " + cuda_message(err));
 }
@@ -214,7 +215,8 @@ void cuda_backward(const BwdParams& p) {
                                             " bytes of scratch: " + cuda_message(err));
   kp.row_dot = static_cast<float*>(scratch);
   if (!p.deterministic) kp.dq_accum = reinterpret_cast<float*>(static_cast<char*>(scratch) + dot_bytes);
-  err = sm80::backward(kp, stream);
+  err = on_sm90(p.device.index) && sm90::supports_backward(p) ? sm90::backward(kp, stream)
+                                                             : sm80::backward(kp, stream);
   cudaFreeAsync(scratch, stream);
   if (err != cudaSuccess)
     throw Error(ErrorKind::runtime, "", "CUDA backward launch failed: " + cuda_message(err));

@@ -15,6 +15,7 @@
 
 #include <cmath>
 
+#include "kernels/common/bwd_common.cuh"
 #include "kernels/common/kernel_params.h"
 #include "kernels/common/mask.h"
 #include "kernels/common/seqlen.h"
@@ -24,103 +25,11 @@
 namespace flashattn::sm80 {
 
 using detail::BwdKernelParams;
-
-// Row slot of query row i of head h in sequence b, in LSE order ([B, Hq, Sq] or
-// [Hq, total_q], contiguous): where d_i lives.
-__device__ __forceinline__ int64_t row_slot(const BwdKernelParams& p, const detail::SeqLen& sl,
-                                            int b, int h, int i) {
-  return p.cu_seqlens_q != nullptr ? int64_t(h) * p.total_q + sl.q_offset + i
-                                   : (int64_t(b) * p.heads_q + h) * p.seqlen_q + i;
-}
-
-// d_i = dO_i . O_i, one warp per row, 16-byte loads.
-template <typename Element>
-__global__ void row_dot_kernel(const __grid_constant__ BwdKernelParams p) {
-  const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
-  const int h = blockIdx.y, b = blockIdx.z;
-  const detail::SeqLen sl(p, b);
-  const int i = warp;
-  if (i >= sl.seqlen_q) return;
-  const auto* o = static_cast<const Element*>(p.out) + sl.q_row(b, p.o_batch_stride, p.o_row_stride, p.o_head_stride, h, i);
-  const auto* d = static_cast<const Element*>(p.dout) + sl.q_row(b, p.do_batch_stride, p.do_row_stride, p.do_head_stride, h, i);
-  float acc = 0.f;
-  for (int c = lane * 8; c < p.head_dim_v; c += 32 * 8) {
-    const uint4 ov = *reinterpret_cast<const uint4*>(o + c);
-    const uint4 dv = *reinterpret_cast<const uint4*>(d + c);
-    const Element* oe = reinterpret_cast<const Element*>(&ov);
-    const Element* de = reinterpret_cast<const Element*>(&dv);
-    CUTE_UNROLL
-    for (int e = 0; e < 8; ++e) acc += float(oe[e]) * float(de[e]);
-  }
-  CUTE_UNROLL
-  for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffff, acc, off);
-  const int64_t slot = row_slot(p, sl, b, h, i);
-  if (lane == 0) p.row_dot[slot] = acc;
-  if (p.dq_accum != nullptr)
-    for (int c = lane * 4; c < p.head_dim_qk; c += 32 * 4)
-      *reinterpret_cast<float4*>(p.dq_accum + slot * p.head_dim_qk + c) = make_float4(0.f, 0.f, 0.f, 0.f);
-}
-
-// dQ = the fp32 accumulator in dQ's dtype (the scale is already in dS), one warp
-// per row, 8 columns per lane and step.
-template <typename Element>
-__global__ void dq_convert_kernel(const __grid_constant__ BwdKernelParams p) {
-  const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
-  const int h = blockIdx.y, b = blockIdx.z;
-  const detail::SeqLen sl(p, b);
-  const int i = warp;
-  if (i >= sl.seqlen_q) return;
-  const float* acc = p.dq_accum + row_slot(p, sl, b, h, i) * p.head_dim_qk;
-  auto* dq = static_cast<Element*>(p.dq) + sl.q_row(b, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride, h, i);
-  for (int c = lane * 8; c < p.head_dim_qk; c += 32 * 8) {
-    const float4 lo = *reinterpret_cast<const float4*>(acc + c);
-    const float4 hi = *reinterpret_cast<const float4*>(acc + c + 4);
-    const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    uint4 out;
-    Element* oe = reinterpret_cast<Element*>(&out);
-    CUTE_UNROLL
-    for (int e = 0; e < 8; ++e) oe[e] = Element(v[e]);
-    *reinterpret_cast<uint4*>(dq + c) = out;
-  }
-}
-
-// The score gradient of one (query i, key j): from the raw q.k and dO.v
-// accumulators to the dropped-out probability (for dV) and dS * scale (for dQ,
-// dK). p is exactly 0 for masked scores, and then so is dS.
-template <bool kMods>
-__device__ __forceinline__ void score_grad(const BwdKernelParams& p, float qk, float dp,
-                                           float lse_log2, float d, float slope, int i, int j,
-                                           int diag_offset, bool visible, bool keep, float& p_out,
-                                           float& ds_out) {
-  constexpr float kLog2e = 1.4426950408889634f;
-  float x = qk, dtanh = 1.f;
-  if constexpr (kMods) {
-    x *= p.softmax_scale;
-    if (p.softcap > 0.f) {
-      const float t = tanhf(x / p.softcap);
-      x = p.softcap * t;
-      dtanh = 1.f - t * t;
-    }
-    if (p.alibi_slopes) x -= slope * float(abs(i + diag_offset - j));
-    x *= kLog2e;
-  } else {
-    x *= p.scale_log2;
-  }
-  const float prob = visible ? exp2f(x - lse_log2) : 0.f;
-  float pd = prob;
-  if (kMods && p.dropout_p > 0.f) {
-    pd = keep ? prob * p.rng.keep_scale : 0.f;
-    dp = keep ? dp * p.rng.keep_scale : 0.f;
-  }
-  p_out = pd;
-  ds_out = prob == 0.f ? 0.f : prob * (dp - d) * dtanh * p.softmax_scale;
-}
-
-// LSE in log2 units for the exp2 above; a row that saw no key (-inf) becomes
-// +inf so all of its probabilities are 0.
-__device__ __forceinline__ float lse_log2_of(float lse) {
-  return lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
-}
+using detail::dq_convert_kernel;
+using detail::lse_log2_of;
+using detail::row_dot_kernel;
+using detail::row_slot;
+using detail::score_grad;
 
 // Adds a (kBlockM x kDqChunk) block of dQ partial sums into the fp32 accumulator:
 // pairs of adjacent columns at once (one 8-byte atomic on sm90).

@@ -24,6 +24,7 @@
 #include "kernels/common/quad_reduce.cuh"
 #include "kernels/common/seqlen.h"
 #include "kernels/sm90/fwd_traits.h"
+#include "kernels/sm90/mma_utils.cuh"
 
 namespace flashattn::sm90 {
 
@@ -37,50 +38,6 @@ struct FwdArgs {
   typename Traits::TmaKV tma_k;
   typename Traits::TmaKV tma_v;
 };
-
-// wgmma accumulator ((2, 2, N/8), MMA_M, MMA_N) viewed as (rows, cols):
-// rows = (row half, MMA_M), cols = (column pair, N/8, MMA_N).
-template <typename Layout>
-__device__ __forceinline__ auto acc_rowcol(Layout acc) {
-  return make_layout(make_layout(get<0, 1>(acc), get<1>(acc)),
-                     make_layout(get<0, 0>(acc), get<0, 2>(acc), get<2>(acc)));
-}
-
-// The S accumulator reread as the A operand of P V (16-bit): two n8 column
-// groups form one k16 slice, ((2, 2, 2), MMA_M, N/16).
-template <typename Layout>
-__device__ __forceinline__ auto acc_as_a(Layout acc) {
-  auto l = logical_divide(get<0>(acc), Shape<Underscore, Underscore, _2>{});
-  return make_layout(make_layout(get<0>(l), get<1>(l), get<2, 0>(l)), get<1>(acc),
-                     coalesce(make_layout(get<2, 1>(l), get<2>(acc))));
-}
-
-// fp32 accumulator -> 16-bit registers of the same layout.
-template <typename Acc, typename Out>
-__device__ __forceinline__ void convert_into(const Acc& src, Out& dst) {
-  using To = typename Out::value_type;
-  constexpr int N = decltype(size(src))::value;
-  cutlass::NumericArrayConverter<To, float, N> convert;
-  *reinterpret_cast<cutlass::Array<To, N>*>(dst.data()) =
-      convert(*reinterpret_cast<const cutlass::Array<float, N>*>(src.data()));
-}
-
-// acc (+)= A B over every k slice, issued as one wgmma batch; the caller waits
-// with warpgroup_wait<N> (N batches may stay in flight) and then fences acc.
-// kRegA: A is a register fragment (P), fenced like the accumulator.
-template <bool kZeroInit, bool kRegA, typename TiledMma, typename A, typename B, typename C>
-__device__ __forceinline__ void wgmma_issue(TiledMma& mma, A& a, const B& b, C& acc) {
-  warpgroup_fence_operand(acc);
-  if constexpr (kRegA) warpgroup_fence_operand(a);
-  warpgroup_arrive();
-  if constexpr (kZeroInit) mma.accumulate_ = GMMA::ScaleOut::Zero;
-  CUTE_UNROLL
-  for (int k = 0; k < size<2>(a); ++k) {
-    cute::gemm(mma, a(_, _, k), b(_, _, k), acc);
-    mma.accumulate_ = GMMA::ScaleOut::One;
-  }
-  warpgroup_commit_batch();
-}
 
 using detail::quad_max;
 using detail::quad_sum;

@@ -8,6 +8,7 @@
 
 namespace flashattn::sm90 {
 
+using detail::BwdKernelParams;
 using detail::FwdKernelParams;
 
 // Defined in instantiations/fwd_hdim{D}_{dtype}_sm90.cu.
@@ -19,5 +20,15 @@ cudaError_t run_fwd(const FwdKernelParams& p, cudaStream_t stream);
 // and no score modifier or dropout. Everything else runs on the sm80 kernel.
 bool supports_forward(const FwdParams& p);
 cudaError_t forward(const FwdKernelParams& p, cudaStream_t stream);
+
+// Defined in instantiations/bwd_hdim{D}_{dtype}_sm90.cu.
+template <int kHeadDim, typename Element>
+cudaError_t run_bwd(const BwdKernelParams& p, cudaStream_t stream);
+
+// True when this build has a Hopper backward kernel for p: head dims 64/128 with
+// Dqk == Dv, fp16/bf16, no score modifier or dropout, and the atomic (not the
+// deterministic) dQ. Everything else runs on the sm80 kernels.
+bool supports_backward(const BwdParams& p);
+cudaError_t backward(const BwdKernelParams& p, cudaStream_t stream);
 
 }  // namespace flashattn::sm90

@@ -1,0 +1,315 @@
+// The Hopper backward kernel (sm90a): dK, dV and the fp32 dQ accumulator of one
+// (kv head, 128-key tile) per block; probabilities recomputed from the LSE.
+//   producer warp: TMA copies of K and V (once) and of the Q and dO tiles of
+//     every step into a ring of stages; its lanes copy the steps' LSE (in log2
+//     units) and d_i = dO_i . O_i beside them;
+//   consumer warp groups (64 keys each): the five products of bwd_traits.h, the
+//     score gradient in registers, dS^T through shared memory for dQ, and dQ's
+//     partial sums added to global memory by a TMA reduce-add.
+// The row-dot pre-pass and the dQ conversion are the kernels of
+// kernels/common/bwd_common.cuh.
+#pragma once
+
+#include <cmath>
+
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+
+#include "kernels/common/bwd_common.cuh"
+#include "kernels/common/kernel_params.h"
+#include "kernels/common/mask.h"
+#include "kernels/common/seqlen.h"
+#include "kernels/sm90/bwd_traits.h"
+#include "kernels/sm90/mma_utils.cuh"
+
+namespace flashattn::sm90 {
+
+using detail::BwdKernelParams;
+
+template <typename Traits>
+struct BwdArgs {
+  BwdKernelParams p;
+  typename Traits::TmaQ tma_q;
+  typename Traits::TmaQ tma_do;
+  typename Traits::TmaKV tma_k;
+  typename Traits::TmaKV tma_v;
+  typename Traits::TmadQ tma_dq;
+};
+
+// Plain attention only for now (causal/window masks, GQA, packed batches):
+// softcap, ALiBi and dropout run on the sm80 backward.
+template <typename Traits>
+__global__ void __launch_bounds__(Traits::kThreads, 1)
+    bwd_kernel(const __grid_constant__ BwdArgs<Traits> args) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using Element = typename Traits::Element;
+  using Barrier = cutlass::arch::ClusterTransactionBarrier;
+  constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kHeadDim = Traits::kHeadDim;
+  constexpr int kStages = Traits::kStages, kDqCols = Traits::kDqCols;
+  constexpr bool kSplitN = Traits::kDqSplitN;
+  const BwdKernelParams& p = args.p;
+  extern __shared__ __align__(1024) char smem_raw[];
+  auto& smem = *reinterpret_cast<typename Traits::SharedStorage*>(smem_raw);
+
+  const int n_block = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
+  const detail::SeqLen sl(p, b);
+  const int seqlen_q = int(sl.seqlen_q), seqlen_k = int(sl.seqlen_k);
+  const int c0 = n_block * kBlockN;
+  if (c0 >= seqlen_k) return;  // packed: a sequence shorter than the longest
+  const detail::Mask mask(seqlen_q, seqlen_k, p.window_left, p.window_right);
+  const int c_last = min(c0 + kBlockN, seqlen_k) - 1;
+  const int r_begin = int(mask.row_begin(c0)), r_end = int(mask.row_end(c_last));
+  const int m_block_min = r_begin / kBlockM;
+  const int m_block_max = r_end > r_begin ? (r_end + kBlockM - 1) / kBlockM : m_block_min;
+  const int group_size = int(p.heads_q / p.heads_kv);
+  // One step per (query head of the group, visible query tile).
+  const int n_m = m_block_max - m_block_min, n_steps = n_m * group_size;
+  auto step_head = [&](int s) { return hk * group_size + s / n_m; };
+  auto step_mblock = [&](int s) { return m_block_min + s % n_m; };
+  const bool packed = p.cu_seqlens_q != nullptr;
+  const int batches = packed ? 1 : int(p.batch), bb = packed ? 0 : b;
+
+  const int warp_group = threadIdx.x / 128;
+  if (threadIdx.x == 0) {
+    Barrier::init(&smem.kv_full, 1);
+    CUTE_UNROLL
+    for (int s = 0; s < kStages; ++s) {
+      Barrier::init(&smem.q_full[s], 1 + 32);  // the TMA thread + the lanes writing LSE and d
+      Barrier::init(&smem.do_full[s], 1);
+      Barrier::init(&smem.empty[s], Traits::kConsumerThreads);
+    }
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();
+
+  Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutKV{});
+  Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutKV{});
+  Tensor sKt = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutKt{});
+  Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});
+  Tensor sdO = make_tensor(make_smem_ptr(smem.dout.data()), typename Traits::SmemLayoutQ{});
+  Tensor sQt = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQt{});
+  Tensor sdOt = make_tensor(make_smem_ptr(smem.dout.data()), typename Traits::SmemLayoutQt{});
+  Tensor sdS = make_tensor(make_smem_ptr(smem.ds.data()), typename Traits::SmemLayoutdS{});
+  Tensor sdSt = make_tensor(make_smem_ptr(smem.ds.data()), typename Traits::SmemLayoutdSt{});
+
+  if (warp_group == 0) {
+    // Producer: warp 0; lane 0 issues the TMA copies.
+    cutlass::arch::warpgroup_reg_dealloc<24>();
+    if (threadIdx.x >= 32 || n_steps == 0) return;
+    const int lane = threadIdx.x;
+    const int rows_q = int(packed ? p.total_q : p.seqlen_q), rows_k = int(packed ? p.total_k : p.seqlen_k);
+    Tensor mQ = args.tma_q.get_tma_tensor(make_shape(rows_q, kHeadDim, int(p.heads_q), batches));
+    Tensor mdO = args.tma_do.get_tma_tensor(make_shape(rows_q, kHeadDim, int(p.heads_q), batches));
+    Tensor mK = args.tma_k.get_tma_tensor(make_shape(rows_k, kHeadDim, int(p.heads_kv), batches));
+    Tensor mV = args.tma_v.get_tma_tensor(make_shape(rows_k, kHeadDim, int(p.heads_kv), batches));
+    const auto q_start = make_coord(int(sl.q_offset), _0{}), k_start = make_coord(int(sl.k_offset), _0{});
+    using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
+    using TileK = Shape<Int<kBlockN>, Int<kHeadDim>>;
+    if (lane == 0) {
+      Tensor gK = local_tile(domain_offset(k_start, mK(_, _, hk, bb)), TileK{}, make_coord(n_block, _0{}));
+      Tensor gV = local_tile(domain_offset(k_start, mV(_, _, hk, bb)), TileK{}, make_coord(n_block, _0{}));
+      auto [tKgK, tKsK] = tma_partition(args.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+      auto [tVgV, tVsV] = tma_partition(args.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
+      Barrier::arrive_and_expect_tx(&smem.kv_full, 2 * Traits::kTmaBytesKV);
+      copy(args.tma_k.with(smem.kv_full), tKgK, tKsK);
+      copy(args.tma_v.with(smem.kv_full), tVgV, tVsV);
+    }
+    for (int step = 0; step < n_steps; ++step) {
+      const int s = step % kStages, round = step / kStages;
+      const int h = step_head(step), m_block = step_mblock(step);
+      if (round > 0) Barrier::wait(&smem.empty[s], (round - 1) & 1);
+      if (lane == 0) {
+        Tensor gQ = local_tile(domain_offset(q_start, mQ(_, _, h, bb)), TileQ{}, make_coord(m_block, _0{}));
+        Tensor gdO = local_tile(domain_offset(q_start, mdO(_, _, h, bb)), TileQ{}, make_coord(m_block, _0{}));
+        auto [tQgQ, tQsQ] = tma_partition(args.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ(_, _, s)), group_modes<0, 2>(gQ));
+        auto [tdOgdO, tdOsdO] = tma_partition(args.tma_do, _0{}, Layout<_1>{}, group_modes<0, 2>(sdO(_, _, s)), group_modes<0, 2>(gdO));
+        Barrier::arrive_and_expect_tx(&smem.q_full[s], Traits::kTmaBytesQ);
+        copy(args.tma_q.with(smem.q_full[s]), tQgQ, tQsQ);
+        Barrier::arrive_and_expect_tx(&smem.do_full[s], Traits::kTmaBytesQ);
+        copy(args.tma_do.with(smem.do_full[s]), tdOgdO, tdOsdO);
+      }
+      const int m0 = m_block * kBlockM;
+      CUTE_UNROLL
+      for (int r = lane; r < kBlockM; r += 32) {
+        const int i = m0 + r;
+        const bool in = i < seqlen_q;
+        smem.lse_log2[s][r] = in ? detail::lse_log2_of(p.lse[sl.lse_index(p, b, h, i)]) : INFINITY;
+        smem.row_dot[s][r] = in ? p.row_dot[detail::row_slot(p, sl, b, h, i)] : 0.f;
+      }
+      Barrier::arrive(&smem.q_full[s]);
+    }
+    return;
+  }
+
+  // Consumers.
+  cutlass::arch::warpgroup_reg_alloc<240>();
+  const int tidx = threadIdx.x - 128;
+  const int group = warp_group - 1;
+  typename Traits::TiledMmaSdP mma_sdp;
+  typename Traits::TiledMmadKV mma_dkv;
+  typename Traits::TiledMmadQ mma_dq;
+  auto thr_sdp = mma_sdp.get_thread_slice(tidx);
+  auto thr_dkv = mma_dkv.get_thread_slice(tidx);
+  // Split by columns, the dQ product spans both groups; split by keys, each
+  // group runs its own.
+  auto thr_dq = mma_dq.get_thread_slice(kSplitN ? tidx : tidx % 128);
+
+  Tensor tSrK = thr_sdp.partition_fragment_A(sK);
+  Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);     // (.., .., k, stage)
+  Tensor tdPrV = thr_sdp.partition_fragment_A(sV);
+  Tensor tdPrdO = thr_sdp.partition_fragment_B(sdO);  // (.., .., k, stage)
+  Tensor tdVrdO = thr_dkv.partition_fragment_B(sdOt);  // (.., .., k, stage)
+  Tensor tdKrQ = thr_dkv.partition_fragment_B(sQt);    // (.., .., k, stage)
+  auto dq_operands = [&]() __attribute__((always_inline)) {
+    if constexpr (kSplitN) {
+      return make_tuple(thr_dq.partition_fragment_A(sdS), thr_dq.partition_fragment_B(sKt));
+    } else {
+      using Half = Shape<Int<kBlockM>, _64>;
+      Tensor sdS_g = local_tile(sdS(_, _, 0), Half{}, make_coord(_0{}, group));
+      Tensor sKt_g = local_tile(sKt, Shape<Int<kHeadDim>, _64>{}, make_coord(_0{}, group));
+      return make_tuple(thr_dq.partition_fragment_A(sdS_g), thr_dq.partition_fragment_B(sKt_g));
+    }
+  };
+  auto [tdQrdS, tdQrK] = dq_operands();
+
+  Tensor acc_dk = partition_fragment_C(mma_dkv, Shape<Int<kBlockN>, Int<kHeadDim>>{});
+  Tensor acc_dv = partition_fragment_C(mma_dkv, Shape<Int<kBlockN>, Int<kHeadDim>>{});
+  clear(acc_dk);
+  clear(acc_dv);
+  // (key, query row) of every S^T element this thread holds, within the block's tile.
+  Tensor tScS = thr_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kBlockM>>{}));
+  Tensor coord = make_tensor(tScS.data(), acc_rowcol(tScS.layout()));
+  Tensor tdSsdS = thr_sdp.partition_C(sdSt);  // (.., .., .., buffer)
+
+  // fp32 dQ staging of this group and its TMA reduce-add into the accumulator.
+  Tensor sdQ = make_tensor(make_smem_ptr(smem.dq.data() + group * cosize_v<typename Traits::SmemLayoutdQ>),
+                           typename Traits::SmemLayoutdQ{});
+  auto dq_staging = [&]() __attribute__((always_inline)) {
+    if constexpr (kSplitN) {
+      // The tiled dQ product covers (64, D); group g's columns are its staging tile.
+      Tensor full = make_tensor(make_smem_ptr(smem.dq.data()),
+                                tile_to_shape(GMMA::Layout_K_SW128_Atom<float>{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+      return thr_dq.partition_C(full);
+    } else {
+      return thr_dq.partition_C(sdQ);
+    }
+  };
+  Tensor tdQsdQ = dq_staging();
+  const bool dq_leader = tidx % 128 == 0;
+  const int rows_q = int(packed ? p.total_q : p.seqlen_q);
+  Tensor mdQ = args.tma_dq.get_tma_tensor(make_shape(rows_q, kHeadDim, int(p.heads_q), batches));
+  auto group_sync = [&]() { cutlass::arch::NamedBarrier::sync(128, 1 + group); };
+
+  const int k0 = c0;  // first key of the block
+  if (n_steps > 0) Barrier::wait(&smem.kv_full, 0);
+  for (int step = 0; step < n_steps; ++step) {
+    const int s = step % kStages, phase = (step / kStages) & 1;
+    const int h = step_head(step), m_block = step_mblock(step), m0 = m_block * kBlockM;
+    const int ds_buf = kSplitN ? step & 1 : 0;
+
+    Tensor acc_s = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
+    Tensor acc_dp = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
+    Barrier::wait(&smem.q_full[s], phase);
+    wgmma_issue<true, false>(mma_sdp, tSrK, tSrQ(_, _, _, s), acc_s);
+    Barrier::wait(&smem.do_full[s], phase);
+    wgmma_issue<true, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, s), acc_dp);
+
+    // P^T as soon as S^T lands (dP^T still running), then dV += P^T dO while
+    // dS^T is formed, then dK += dS^T Q while dS^T goes to shared memory.
+    const bool need_mask = !mask.tile_full(m0, min(m0 + kBlockM, seqlen_q), k0, k0 + kBlockN);
+    Tensor sc = make_tensor(acc_s.data(), acc_rowcol(acc_s.layout()));
+    Tensor dp = make_tensor(acc_dp.data(), acc_rowcol(acc_dp.layout()));
+    warpgroup_wait<1>();
+    warpgroup_fence_operand(acc_s);
+    CUTE_UNROLL
+    for (int ni = 0; ni < size<1>(sc); ++ni) {
+      const int il = get<1>(coord(0, ni)), i = m0 + il;
+      const float lse2 = smem.lse_log2[s][il];
+      const int lo = need_mask ? int(mask.col_begin(i)) : 0;
+      const int hi = need_mask ? int(mask.col_end(i)) : seqlen_k;
+      CUTE_UNROLL
+      for (int mi = 0; mi < size<0>(sc); ++mi) {
+        const int j = k0 + get<0>(coord(mi, ni));
+        sc(mi, ni) = j >= lo && j < hi ? exp2f(fmaf(sc(mi, ni), p.scale_log2, -lse2)) : 0.f;
+      }
+    }
+    Tensor rP = make_tensor<Element>(acc_s.layout());
+    Tensor tdVrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
+    convert_into(acc_s, rP);
+    wgmma_issue<false, true>(mma_dkv, tdVrP, tdVrdO(_, _, _, s), acc_dv);
+    warpgroup_wait<1>();
+    warpgroup_fence_operand(acc_dp);
+    CUTE_UNROLL
+    for (int ni = 0; ni < size<1>(sc); ++ni) {
+      const float d = smem.row_dot[s][get<1>(coord(0, ni))];
+      CUTE_UNROLL
+      for (int mi = 0; mi < size<0>(sc); ++mi) {
+        dp(mi, ni) = sc(mi, ni) * (dp(mi, ni) - d) * p.softmax_scale;
+      }
+    }
+    Tensor rdS = make_tensor<Element>(acc_dp.layout());
+    convert_into(acc_dp, rdS);
+    Tensor tdKrdS = make_tensor(rdS.data(), acc_as_a(rdS.layout()));
+    wgmma_issue<false, true>(mma_dkv, tdKrdS, tdKrQ(_, _, _, s), acc_dk);
+    Tensor tdSsdS_buf = tdSsdS(_, _, _, ds_buf);
+    CUTE_UNROLL
+    for (int e = 0; e < size(rdS); ++e) tdSsdS_buf(e) = rdS(e);
+    cutlass::arch::fence_view_async_shared();  // generic-proxy writes, read by wgmma
+    if constexpr (kSplitN) cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads, 0);
+    else group_sync();
+
+    Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kSplitN ? kHeadDim : kDqCols>>{});
+    if constexpr (kSplitN) wgmma_issue<true, false>(mma_dq, tdQrdS(_, _, _, ds_buf), tdQrK, acc_dq);
+    else wgmma_issue<true, false>(mma_dq, tdQrdS, tdQrK, acc_dq);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc_dv);
+    warpgroup_fence_operand(acc_dk);
+    warpgroup_fence_operand(acc_dq);
+    Barrier::arrive(&smem.empty[s]);  // Q and dO of this stage are no longer read
+
+    // dQ partial sums: registers -> staging tile -> TMA reduce-add. The previous
+    // reduce must have finished reading the staging tile first.
+    if (dq_leader) tma_store_wait<0>();
+    group_sync();
+    CUTE_UNROLL
+    for (int e = 0; e < size(acc_dq); ++e) tdQsdQ(e) = acc_dq(e);
+    cutlass::arch::fence_view_async_shared();
+    group_sync();
+    if (dq_leader) {
+      Tensor gdQ = local_tile(domain_offset(make_coord(int(sl.q_offset), _0{}), mdQ(_, _, h, bb)),
+                              Shape<Int<kBlockM>, Int<kDqCols>>{}, make_coord(m_block, kSplitN ? group : 0));
+      auto cta = args.tma_dq.get_slice(_0{});
+      copy(args.tma_dq, cta.partition_S(sdQ), cta.partition_D(gdQ));
+      tma_store_arrive();
+    }
+  }
+  if (dq_leader) tma_store_wait<0>();
+
+  // Epilogue: dK and dV straight from registers (pairs of columns), keys past
+  // the sequence not written. dS already carries the softmax scale.
+  Tensor tdKcdK = thr_dkv.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+  Tensor kv_coord = make_tensor(tdKcdK.data(), acc_rowcol(tdKcdK.layout()));
+  Tensor dk_rc = make_tensor(acc_dk.data(), acc_rowcol(acc_dk.layout()));
+  Tensor dv_rc = make_tensor(acc_dv.data(), acc_rowcol(acc_dv.layout()));
+  CUTE_UNROLL
+  for (int mi = 0; mi < size<0>(dk_rc); ++mi) {
+    const int j = k0 + get<0>(kv_coord(mi, 0));
+    if (j >= seqlen_k) continue;
+    Element* dk_row = static_cast<Element*>(p.dk) + sl.k_row(b, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, hk, j);
+    Element* dv_row = static_cast<Element*>(p.dv) + sl.k_row(b, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, hk, j);
+    CUTE_UNROLL
+    for (int ni = 0; ni < size<1>(dk_rc); ni += 2) {
+      const int c = get<1>(kv_coord(mi, ni));
+      cutlass::Array<Element, 2> pk, pv;
+      pk[0] = Element(dk_rc(mi, ni));
+      pk[1] = Element(dk_rc(mi, ni + 1));
+      pv[0] = Element(dv_rc(mi, ni));
+      pv[1] = Element(dv_rc(mi, ni + 1));
+      *reinterpret_cast<cutlass::Array<Element, 2>*>(dk_row + c) = pk;
+      *reinterpret_cast<cutlass::Array<Element, 2>*>(dv_row + c) = pv;
+    }
+  }
+#endif
+}
+
+}  // namespace flashattn::sm90

@@ -1,0 +1,77 @@
+// Host side of the Hopper backward: TMA descriptors (built per call on the host,
+// so a call stays capturable in a CUDA graph), then the row-dot pre-pass, the
+// backward kernel and the dQ conversion on the caller's stream.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/sm90/bwd_kernel.cuh"
+#include "kernels/sm90/launch.h"
+
+namespace flashattn::sm90 {
+
+template <typename Traits>
+cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
+  using Element = typename Traits::Element;
+  constexpr int kHeadDim = Traits::kHeadDim;
+  using Shape4 = typename Traits::GmemShape;
+  using Stride4 = typename Traits::GmemStride;
+  const bool packed = p.is_varlen();
+  const int64_t rows_q = packed ? p.total_q : p.seqlen_q, rows_k = packed ? p.total_k : p.seqlen_k;
+  const int64_t batches = packed ? 1 : p.batch;
+  // Packed batches: one "batch" of total rows (the kernel offsets each sequence);
+  // its batch stride only has to be a valid one.
+  auto gmem = [&](auto* ptr, int64_t rows, int64_t heads, int64_t batch_stride, int64_t row_stride,
+                  int64_t head_stride) {
+    return make_tensor(make_gmem_ptr(ptr), Shape4(int32_t(rows), int32_t(kHeadDim), int32_t(heads), int32_t(batches)),
+                       Stride4(row_stride, _1{}, head_stride, packed ? rows * row_stride : batch_stride));
+  };
+  auto in = [](const void* ptr) { return static_cast<const Element*>(ptr); };
+  using TileQ = Shape<Int<Traits::kBlockM>, Int<kHeadDim>>;
+  using TileK = Shape<Int<Traits::kBlockN>, Int<kHeadDim>>;
+  const auto smem_q = take<0, 2>(typename Traits::SmemLayoutQ{});
+  // The fp32 dQ accumulator: row slots in LSE order ([B, Hq, Sq] or [Hq, total_q]),
+  // head_dim_qk floats each.
+  const int64_t acc_head = rows_q * kHeadDim;
+  BwdArgs<Traits> args{
+      p,
+      make_tma_copy(SM90_TMA_LOAD{}, gmem(in(p.q), rows_q, p.heads_q, p.q_batch_stride, p.q_row_stride, p.q_head_stride),
+                    smem_q, TileQ{}, _1{}),
+      make_tma_copy(SM90_TMA_LOAD{},
+                    gmem(in(p.dout), rows_q, p.heads_q, p.do_batch_stride, p.do_row_stride, p.do_head_stride),
+                    smem_q, TileQ{}, _1{}),
+      make_tma_copy(SM90_TMA_LOAD{}, gmem(in(p.k), rows_k, p.heads_kv, p.k_batch_stride, p.k_row_stride, p.k_head_stride),
+                    typename Traits::SmemLayoutKV{}, TileK{}, _1{}),
+      make_tma_copy(SM90_TMA_LOAD{}, gmem(in(p.v), rows_k, p.heads_kv, p.v_batch_stride, p.v_row_stride, p.v_head_stride),
+                    typename Traits::SmemLayoutKV{}, TileK{}, _1{}),
+      make_tma_copy(SM90_TMA_REDUCE_ADD{},
+                    gmem(p.dq_accum, rows_q, p.heads_q, p.heads_q * acc_head, kHeadDim, acc_head),
+                    typename Traits::SmemLayoutdQ{}, Shape<Int<Traits::kBlockM>, Int<Traits::kDqCols>>{}, _1{})};
+
+  const auto blocks = [](int64_t n, int64_t per) { return static_cast<unsigned>((n + per - 1) / per); };
+  const unsigned hq = static_cast<unsigned>(p.heads_q), hkv = static_cast<unsigned>(p.heads_kv),
+                 batch = static_cast<unsigned>(p.batch);
+  // Empty sides launch nothing: with no keys dQ is the zeroed accumulator, with
+  // no queries the kernel writes zero dK and dV.
+  if (p.seqlen_q > 0)
+    detail::row_dot_kernel<Element><<<dim3(blocks(p.seqlen_q, 8), hq, batch), 256, 0, stream>>>(p);
+  if (p.seqlen_k > 0) {
+    auto kernel = bwd_kernel<Traits>;
+    constexpr int smem = Traits::kSmemBytes;
+    static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (attr != cudaSuccess) return attr;
+    // Key tiles in order: under a causal mask the first ones see the most rows,
+    // so the longest blocks start first.
+    kernel<<<dim3(blocks(p.seqlen_k, Traits::kBlockN), hkv, batch), Traits::kThreads, smem, stream>>>(args);
+  }
+  if (p.seqlen_q > 0)
+    detail::dq_convert_kernel<Element><<<dim3(blocks(p.seqlen_q, 8), hq, batch), 256, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <int kHeadDim, typename Element>
+cudaError_t run_bwd(const BwdKernelParams& p, cudaStream_t stream) {
+  return launch_bwd<BwdTraits<kHeadDim, Element>>(p, stream);
+}
+
+}  // namespace flashattn::sm90
