@@ -63,22 +63,27 @@ bool compiled(int d) {
 bool supports_forward(const FwdParams& p) {
   const int d = static_cast<int>(p.head_dim_qk);
   const bool have = p.dtype == DType::bf16 ? compiled<bf16>(d) : p.dtype == DType::f16 && compiled<fp16>(d);
-  // TMA needs a non-empty tensor, row counts below 2^31 (32-bit coordinates) and
-  // positive strides below 2^40 bytes (broadcast inputs, stride 0, stay on sm80:
-  // a descriptor the driver refuses must never reach a launch).
+  // TMA (loads of Q, K, V and the store of O) needs a non-empty tensor, row counts
+  // below 2^31 (32-bit coordinates) and positive strides below 2^40 bytes
+  // (broadcast inputs, stride 0, stay on sm80: a descriptor the driver refuses
+  // must never reach a launch).
   const int64_t rows_q = p.is_varlen() ? p.total_q : p.seqlen_q;
   const int64_t rows_k = p.is_varlen() ? p.total_k : p.seqlen_k;
   // (Packed batches get a batch stride of their own in fwd_launch.cuh.)
   const int64_t limit = (int64_t(1) << 40) / 2;  // elements of 2 bytes
   bool strides_ok = true;
   for (int64_t s : {p.q_row_stride, p.q_head_stride, p.k_row_stride, p.k_head_stride, p.v_row_stride,
-                    p.v_head_stride})
+                    p.v_head_stride, p.o_row_stride, p.o_head_stride})
     strides_ok = strides_ok && s > 0 && s < limit;
   if (!p.is_varlen())
-    for (int64_t s : {p.q_batch_stride, p.k_batch_stride, p.v_batch_stride})
+    for (int64_t s : {p.q_batch_stride, p.k_batch_stride, p.v_batch_stride, p.o_batch_stride})
       strides_ok = strides_ok && s > 0 && s < limit;
+  // The persistent scheduler numbers (query tile, head, batch) tiles with 32-bit
+  // ints (128-row tiles at the least).
+  const int64_t tiles = (p.seqlen_q + 127) / 128 * p.heads_q * p.batch;
   return have && strides_ok && p.head_dim_v == p.head_dim_qk && !detail::needs_score_mods(p) &&
-         rows_q > 0 && rows_k > 0 && rows_q < (int64_t(1) << 31) && rows_k < (int64_t(1) << 31);
+         rows_q > 0 && rows_k > 0 && rows_q < (int64_t(1) << 31) && rows_k < (int64_t(1) << 31) &&
+         tiles < (int64_t(1) << 30);
 }
 
 cudaError_t forward(const FwdKernelParams& p, cudaStream_t stream) {
