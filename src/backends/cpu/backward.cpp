@@ -236,7 +236,7 @@ struct Backward {
       for (int64_t r = 0; r < nr; ++r) {
         float* sr = s + r * kLd;
         float* dpr = dp + r * kLd;
-        k.exp_sub_sum(sr, nc, w.lse[r]);  // p = exp(s - lse); masked entries are 0
+        k.exp_sum(sr, nc, 1.f, w.lse[r]);  // p = exp(s - lse); masked entries are 0
         if (ctx.dropout) ctx.dropout_row(dpr, r0 + r, c0, nc);
         k.softmax_grad_row(sr, dpr, nc, w.d[r], p.softmax_scale);
         if (tanh_buf) {

@@ -26,16 +26,18 @@ namespace flashattn::detail {
 namespace cpu {
 namespace {
 
-constexpr int64_t kBlockQ = 64;         // query rows per work item
-constexpr int64_t kBlockK = kPackRows;  // keys per inner step: one packed tile
+constexpr int64_t kBlockQ = 64;  // query rows per work item
+// Keys per inner step: two packed tiles, so the per-row work of a step (max,
+// rescale of O, call overheads) is spread over 128 keys.
+constexpr int64_t kBlockK = 2 * kPackRows;
 
 template <typename PT>
 struct FwdScratch {
   std::vector<PT> q, p;  // the query tile (A of S), the probabilities (A of P V; bf16 only)
-  std::vector<float> s, o, m, l, row;
+  std::vector<float> s, o, m, l, m_new, alpha, row;
   FwdScratch(int64_t dqk, int64_t dv)
       : q(kBlockQ * padded<PT>(dqk)), p(sizeof(PT) == 2 ? kBlockQ * kBlockK : 0),
-        s(kBlockQ * kBlockK), o(kBlockQ * padded<PT>(dv)), m(kBlockQ), l(kBlockQ),
+        s(kBlockQ * kBlockK), o(kBlockQ * padded<PT>(dv)), m(kBlockQ), l(kBlockQ), m_new(kBlockQ), alpha(kBlockQ),
         row(std::max(dqk, dv)) {}
 };
 
@@ -100,41 +102,52 @@ struct Forward {
     std::fill(w.l.begin(), w.l.end(), 0.f);
 
     const int64_t c_begin = ctx.mask.col_begin(r0), c_end = ctx.mask.col_end(r0 + nr - 1);
-    for (int64_t t = c_begin / kBlockK; t * kBlockK < c_end; ++t) {
-      const int64_t c0 = t * kBlockK, nc = std::min(kBlockK, c_end - c0), nc_p = padded<PT>(nc);
+    for (int64_t c0 = c_begin / kBlockK * kBlockK; c0 < c_end; c0 += kBlockK) {
+      const int64_t nc = std::min(kBlockK, c_end - c0), nc_p = padded<PT>(nc);
       float* s = w.s.data();
-      product(mr, nc_p, dqk_p, w.q.data(), dqk_p, kt.tile(b, hk, t), kt.ld(), s, kBlockK, false);
+      for (int64_t j = 0; j < nc; j += kPackRows)  // one product per packed tile
+        product(mr, padded<PT>(std::min(kPackRows, nc - j)), dqk_p, w.q.data(), dqk_p,
+                kt.tile(b, hk, (c0 + j) / kPackRows), kt.ld(), s + j, kBlockK, false);
       // Softcap, ALiBi and partial masks take the general path; full plain
-      // tiles fold the scale into the max pass.
-      const bool plain = ctx.softcap <= 0.f && !ctx.alibi && ctx.mask.tile_full(r0, r0 + nr, c0, c0 + nc);
+      // tiles fold the scale into the max and exp passes.
+      const bool plain = ctx.softcap <= 0.f && !ctx.alibi && p.softmax_scale > 0.f &&
+                         ctx.mask.tile_full(r0, r0 + nr, c0, c0 + nc);
       if (!plain) {
         for (int64_t r = 0; r < nr; ++r) k.scale_row(s + r * kBlockK, nc, p.softmax_scale);
         ctx.apply(s, kBlockK, r0, nr, c0, nc, nullptr);
       }
+      const float exp_scale = plain ? p.softmax_scale : 1.f;
+      for (int64_t r = 0; r < nr; ++r) {
+        const float tile_max = k.row_max(s + r * kBlockK, nc) * exp_scale;  // NaN when the row met a NaN
+        w.m_new[r] = (tile_max > w.m[r] || tile_max != tile_max) ? tile_max : w.m[r];
+        w.alpha[r] = w.m[r];
+      }
+      k.exp_sub_vec(w.alpha.data(), w.m_new.data(), nr);  // exp(m_old - m_new); 0 where m_old = -inf
       for (int64_t r = 0; r < nr; ++r) {
         float* sr = s + r * kBlockK;
-        const float tile_max = plain ? k.scale_max(sr, nc, p.softmax_scale) : k.row_max(sr, nc);
-        const float m_new = (tile_max > w.m[r] || tile_max != tile_max) ? tile_max : w.m[r];
-        if (m_new == kNegInf) {  // nothing visible in this row yet
+        if (w.m_new[r] == kNegInf) {  // nothing visible in this row yet
           std::fill(sr, sr + nc, 0.f);
         } else {
-          const float alpha = w.m[r] == kNegInf ? 0.f : std::exp(w.m[r] - m_new);
-          const float sum = k.exp_sub_sum(sr, nc, m_new);
-          w.l[r] = w.l[r] * alpha + sum;
-          w.m[r] = m_new;
+          const float alpha = w.alpha[r];
+          w.l[r] = w.l[r] * alpha + k.exp_sum(sr, nc, exp_scale, w.m_new[r]);
+          w.m[r] = w.m_new[r];
           if (alpha != 1.f) k.scale_row(w.o.data() + r * dv_p, dv, alpha);
           // Dropout acts on the probabilities after the normaliser is taken.
           if (ctx.dropout) ctx.dropout_row(sr, r0 + r, c0, nc);
         }
         if constexpr (kBf16) k.to_bf16(sr, w.p.data() + r * kBlockK, nc, nc_p);
       }
-      const PT* pa;
-      if constexpr (kBf16) pa = w.p.data();
-      else pa = s;
-      product(mr, dv_p, nc_p, pa, kBlockK, vn.tile(b, hk, t), vn.ld(), w.o.data(), dv_p, true);
-      // NaN/inf in V reach only the rows that see them (pack.h).
-      if (!vn.tile_finite(b, hk, t))
-        add_nonfinite<Elem>(vv, sl, false, b, hk, c0, nc, dv, s, kBlockK, nr, w.o.data(), dv_p, w.row.data());
+      for (int64_t j = 0; j < nc; j += kPackRows) {
+        const int64_t t = (c0 + j) / kPackRows, n = std::min(kPackRows, nc - j);
+        const PT* pa;
+        if constexpr (kBf16) pa = w.p.data() + j;
+        else pa = s + j;
+        product(mr, dv_p, padded<PT>(n), pa, kBlockK, vn.tile(b, hk, t), vn.ld(), w.o.data(), dv_p, true);
+        // NaN/inf in V reach only the rows that see them (pack.h).
+        if (!vn.tile_finite(b, hk, t))
+          add_nonfinite<Elem>(vv, sl, false, b, hk, c0 + j, n, dv, s + j, kBlockK, nr, w.o.data(), dv_p,
+                              w.row.data());
+      }
     }
 
     // Rows that saw no key: out 0, lse -inf (the identity of log-sum-exp merging).

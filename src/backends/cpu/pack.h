@@ -22,12 +22,12 @@
 #include <cstdint>
 #include <algorithm>
 #include <cstring>
-#include <memory>
-#include <new>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/tile_io.h"
+#include "backends/cpu/workspace.h"
 #include "flashattn/numeric.h"
 
 namespace flashattn::detail::cpu {
@@ -41,26 +41,12 @@ constexpr int64_t padded(int64_t n) {
   return n;
 }
 
-// Uninitialised, 64-byte aligned storage (packs write every element, so a
-// zeroing pass over gigabytes would be wasted, and single-threaded).
-template <typename T>
-struct AlignedBuf {
-  struct Free {
-    void operator()(T* p) const { ::operator delete[](p, std::align_val_t(64)); }
-  };
-  std::unique_ptr<T[], Free> ptr;
-  void allocate(int64_t n) {
-    ptr.reset(static_cast<T*>(::operator new[](static_cast<size_t>(n) * sizeof(T), std::align_val_t(64))));
-  }
-  T* get() const { return ptr.get(); }
-};
-
 enum class PackKind { transposed, natural };
 
 // One packed tensor: every head of every sequence, tile by tile.
 template <typename PT>
 struct Packed {
-  AlignedBuf<PT> buf;
+  Workspace buf;
   std::vector<uint8_t> finite;  // per tile: no NaN or inf among its rows
   std::vector<int64_t> tile0;   // per sequence: its first tile
   int64_t tiles = 0, heads = 0, dim = 0, tile_elems = 0;
@@ -72,7 +58,8 @@ struct Packed {
     return kind == PackKind::transposed ? kPackRows : dim;
   }
   int64_t index(int64_t b, int64_t h, int64_t t) const { return h * tiles + tile0[b] + t; }
-  const PT* tile(int64_t b, int64_t h, int64_t t) const { return buf.get() + index(b, h, t) * tile_elems; }
+  PT* base() const { return static_cast<PT*>(buf.data()); }
+  const PT* tile(int64_t b, int64_t h, int64_t t) const { return base() + index(b, h, t) * tile_elems; }
   bool tile_finite(int64_t b, int64_t h, int64_t t) const { return finite[index(b, h, t)] != 0; }
 };
 
@@ -97,42 +84,83 @@ void plan_pack(Packed<PT>& pk, const FwdParams& p, bool q_side, int64_t heads, i
     pk.tile0[b + 1] = pk.tile0[b] + ceil_div(q_side ? sl.seqlen_q : sl.seqlen_k, kPackRows);
   }
   pk.tiles = pk.tile0[p.batch];
-  pk.buf.allocate(std::max<int64_t>(1, pk.tiles * heads * pk.tile_elems));
+  pk.buf.acquire(static_cast<size_t>(pk.tiles * heads * pk.tile_elems) * sizeof(PT));
   pk.finite.assign(static_cast<size_t>(std::max<int64_t>(1, pk.tiles * heads)), 1);
 }
 
+// Non-finite test on the stored bits: all exponent bits set.
+template <typename Elem>
+inline bool finite_bits(typename Elem::storage x) {
+  if constexpr (sizeof(x) == 4) {
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    return (u & 0x7F800000u) != 0x7F800000u;
+  } else if constexpr (std::is_same_v<Elem, BF16>) {
+    return (x & 0x7F80u) != 0x7F80u;
+  } else {
+    return (x & 0x7C00u) != 0x7C00u;  // fp16
+  }
+}
+
 // Packs tile t of head h of sequence b; `row` is a scratch row of dim floats.
+// Rows are read in their stored type; a bf16 row packed as bf16 is only moved.
 template <typename Elem, typename PT>
 void pack_tile(Packed<PT>& pk, const HeadView& src, const SeqLen& sl, bool q_side, int64_t b,
                int64_t h, int64_t t, float* row) {
+  using S = typename Elem::storage;
+  constexpr bool kRaw = sizeof(PT) == 2 && std::is_same_v<Elem, BF16>;  // bf16 -> bf16: no conversion
   const int64_t dim = pk.dim, dp = padded<PT>(dim);
   const int64_t r0 = t * kPackRows;
   const int64_t rows = std::min(kPackRows, (q_side ? sl.seqlen_q : sl.seqlen_k) - r0);
-  PT* dst = pk.buf.get() + pk.index(b, h, t) * pk.tile_elems;
-  std::memset(static_cast<void*>(dst), 0, static_cast<size_t>(pk.tile_elems) * sizeof(PT));
+  PT* dst = pk.base() + pk.index(b, h, t) * pk.tile_elems;
+  // Zero only what the rows below leave: padded rows and padded columns.
+  if (rows < kPackRows || dp != dim)
+    std::memset(static_cast<void*>(dst), 0, static_cast<size_t>(pk.tile_elems) * sizeof(PT));
   bool finite = true;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t off = q_side ? sl.q_row(b, src.batch_stride, src.row_stride, src.head_stride, h, r0 + r)
                                : sl.k_row(b, src.batch_stride, src.row_stride, src.head_stride, h, r0 + r);
-    load_row<Elem>(src.base, off, dim, row);
+    const S* x = static_cast<const S*>(src.base) + off;
     bool row_finite = true;
-    for (int64_t d = 0; d < dim; ++d) row_finite = row_finite && (row[d] - row[d] == 0.f);
-    if (!row_finite && pk.kind == PackKind::natural)
-      for (int64_t d = 0; d < dim; ++d) row[d] = row[d] - row[d] == 0.f ? row[d] : 0.f;
+    for (int64_t d = 0; d < dim; ++d) row_finite &= finite_bits<Elem>(x[d]);
     finite = finite && row_finite;
+    // The row in the pack's type, non-finite elements zeroed for natural packs.
+    const PT* v;
+    PT* conv = reinterpret_cast<PT*>(row);
+    if constexpr (kRaw) {
+      v = x;
+      if (!row_finite && pk.kind == PackKind::natural) {
+        for (int64_t d = 0; d < dim; ++d) conv[d] = finite_bits<Elem>(x[d]) ? x[d] : PT{};
+        v = conv;
+      }
+    } else {
+      for (int64_t d = 0; d < dim; ++d) {
+        const bool ok = row_finite || pk.kind == PackKind::transposed || finite_bits<Elem>(x[d]);
+        conv[d] = ok ? to_packed<PT>(Elem::to_float(x[d])) : PT{};
+      }
+      v = conv;
+    }
     if constexpr (sizeof(PT) == 2) {
       if (pk.kind == PackKind::transposed) {  // panel r/16, pair d/2, column r%16
         PT* base = dst + (r / 16) * (dp * 16) + (r % 16) * 2;
-        for (int64_t d = 0; d < dim; ++d) base[(d / 2) * 32 + (d % 2)] = to_packed<PT>(row[d]);
+        for (int64_t d = 0; d + 1 < dim; d += 2) {
+          base[d * 16] = v[d];
+          base[d * 16 + 1] = v[d + 1];
+        }
+        if (dim % 2) base[(dim - 1) * 16] = v[dim - 1];
       } else {  // panel d/16, pair r/2, column d%16
         PT* base = dst + (r / 2) * 32 + (r % 2);
-        for (int64_t d = 0; d < dim; ++d) base[(d / 16) * (kPackRows * 16) + (d % 16) * 2] = to_packed<PT>(row[d]);
+        for (int64_t d0 = 0; d0 < dim; d0 += 16) {
+          PT* panel = base + (d0 / 16) * (kPackRows * 16);
+          const int64_t n = std::min<int64_t>(16, dim - d0);
+          for (int64_t c = 0; c < n; ++c) panel[c * 2] = v[d0 + c];
+        }
       }
     } else {
       if (pk.kind == PackKind::transposed)
-        for (int64_t d = 0; d < dim; ++d) dst[d * kPackRows + r] = row[d];
+        for (int64_t d = 0; d < dim; ++d) dst[d * kPackRows + r] = v[d];
       else
-        std::memcpy(dst + r * dim, row, static_cast<size_t>(dim) * sizeof(float));
+        std::memcpy(dst + r * dim, v, static_cast<size_t>(dim) * sizeof(float));
     }
   }
   pk.finite[pk.index(b, h, t)] = finite ? 1 : 0;

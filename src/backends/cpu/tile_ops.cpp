@@ -116,19 +116,19 @@ FA_CLONES bool all_finite(const float* x, int64_t n) {
   return s == 0.f;
 }
 
-FA_CLONES float exp_sub_sum(float* x, int64_t n, float m) {
+FA_CLONES float exp_sum(float* x, int64_t n, float scale, float m) {
   float lane[kLanes] = {};
   int64_t j = 0;
   // A masked score (-inf) gives exactly 0, even when m is NaN.
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   for (; j + kLanes <= n; j += kLanes)
     for (int l = 0; l < kLanes; ++l) {
-      x[j + l] = x[j + l] == kNegInf ? 0.f : exp_approx(x[j + l] - m);
+      x[j + l] = x[j + l] == kNegInf ? 0.f : exp_approx(x[j + l] * scale - m);
       lane[l] += x[j + l];
     }
   float s = 0.f;
   for (; j < n; ++j) {
-    x[j] = x[j] == kNegInf ? 0.f : exp_approx(x[j] - m);
+    x[j] = x[j] == kNegInf ? 0.f : exp_approx(x[j] * scale - m);
     s += x[j];
   }
   for (int l = 0; l < kLanes; ++l) s += lane[l];
@@ -175,7 +175,7 @@ void to_bf16(const float* x, uint16_t* y, int64_t n, int64_t n_pad) {
 
 const Kernels& portable_kernels() {
   static const Kernels k{Isa::portable, gemm_nn,     nullptr,          nullptr,
-                         nullptr,       scale_max,   row_max,          exp_sub_sum,
+                         nullptr,       scale_max,   row_max,          exp_sum,
                          exp_sub_vec,   scale_row,   softmax_grad_row, softmax_grad_vec,
                          dot,           all_finite,  to_bf16};
   return k;

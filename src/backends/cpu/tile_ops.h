@@ -16,9 +16,9 @@ void gemm_nn(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const
 float row_max(const float* x, int64_t n);
 // True when no x[j] is NaN or inf.
 bool all_finite(const float* x, int64_t n);
-// x[j] = exp(x[j] - m); returns the sum. A masked x[j] = -inf gives 0 whatever
-// m is (also NaN); a NaN x[j] stays NaN.
-float exp_sub_sum(float* x, int64_t n, float m);
+// x[j] = exp(scale * x[j] - m); returns the sum. A masked x[j] = -inf gives 0
+// whatever m is (also NaN); a NaN x[j] stays NaN.
+float exp_sum(float* x, int64_t n, float scale, float m);
 // x[j] *= a
 void scale_row(float* x, int64_t n, float a);
 // dp[j] = p[j] * (dp[j] - d) * scale, and exactly 0 where p[j] is 0

@@ -155,14 +155,15 @@ FA_AVX512 float row_max_avx512(const float* x, int64_t n) {
   return max_or_nan(mx, nan);
 }
 
-FA_AVX512 float exp_sub_sum_avx512(float* x, int64_t n, float mval) {
-  const __m512 m = _mm512_set1_ps(mval), ninf = _mm512_set1_ps(-__builtin_inff());
+FA_AVX512 float exp_sum_avx512(float* x, int64_t n, float scale, float mval) {
+  const __m512 m = _mm512_set1_ps(mval), sc = _mm512_set1_ps(scale);
+  const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
   __m512 sum = _mm512_setzero_ps();
   for (int64_t j = 0; j < n; j += kW) {
     const __mmask16 t = tail_mask(n - j);
     const __m512 v = _mm512_maskz_loadu_ps(t, x + j);
     const __mmask16 live = _mm512_cmp_ps_mask(v, ninf, _CMP_NEQ_UQ);  // -inf gives exactly 0
-    const __m512 e = _mm512_maskz_mov_ps(live, exp512(_mm512_sub_ps(v, m)));
+    const __m512 e = _mm512_maskz_mov_ps(live, exp512(_mm512_fmsub_ps(v, sc, m)));
     _mm512_mask_storeu_ps(x + j, t, e);
     sum = _mm512_mask_add_ps(sum, t, sum, e);
   }

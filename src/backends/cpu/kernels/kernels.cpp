@@ -17,7 +17,7 @@ Kernels avx512_table(Isa isa) {
                  nullptr,
                  scale_max_avx512,
                  row_max_avx512,
-                 exp_sub_sum_avx512,
+                 exp_sum_avx512,
                  exp_sub_vec_avx512,
                  scale_row_avx512,
                  softmax_grad_row_avx512,

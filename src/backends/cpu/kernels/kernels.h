@@ -36,8 +36,9 @@ struct Kernels {
   float (*scale_max)(float* x, int64_t n, float scale);
   // max_j x[j] (NaN when any x[j] is NaN).
   float (*row_max)(const float* x, int64_t n);
-  // x[j] = exp(x[j] - m), exactly 0 for x[j] = -inf (whatever m is); returns the sum.
-  float (*exp_sub_sum)(float* x, int64_t n, float m);
+  // x[j] = exp(scale * x[j] - m), exactly 0 for x[j] = -inf (whatever m is);
+  // returns the sum.
+  float (*exp_sum)(float* x, int64_t n, float scale, float m);
   // x[j] = exp(x[j] - m[j]), exactly 0 for x[j] = -inf: a column of the
   // transposed tile, where every query has its own LSE.
   void (*exp_sub_vec)(float* x, const float* m, int64_t n);

@@ -14,7 +14,7 @@ void gemm_f32_avx512(int64_t M, int64_t N, int64_t K, const float* A, int64_t ld
                      int64_t ldb, float* C, int64_t ldc, bool accumulate);
 float scale_max_avx512(float* x, int64_t n, float scale);
 float row_max_avx512(const float* x, int64_t n);
-float exp_sub_sum_avx512(float* x, int64_t n, float m);
+float exp_sum_avx512(float* x, int64_t n, float scale, float m);
 void exp_sub_vec_avx512(float* x, const float* m, int64_t n);
 void scale_row_avx512(float* x, int64_t n, float a);
 void softmax_grad_row_avx512(const float* p, float* dp, int64_t n, float d, float scale);
