@@ -1,18 +1,22 @@
-// CPU flash backward. The probabilities are recomputed from the saved LSE, never
-// stored. Three passes, each writing every output element from exactly one work
-// item, so the result is bitwise reproducible for any thread count (the
-// `deterministic` flag costs nothing here):
-//   0. d_i = dO_i . O_i for every query row (fp32, O(Sq) per head);
-//   1. per (sequence, kv head, key tile): dV and dK, summed over the query heads
-//      of the group and over the visible query tiles. This pass holds its tiles
-//      transposed (keys x queries): S^T = K Q^T and dP^T = V dO^T, so P^T and dS^T
-//      come out in the row-major layout dV += P^T dO and dK += dS^T Q read as A,
-//      and the per-query statistics (lse, d) become vectors along each row;
-//   2. per (sequence, query head, query tile): dQ += dS K over the visible key tiles.
-// Pass 2 recomputes S and dP once more: 7 tile products instead of 5, in
-// exchange for no atomics and no O(N) dq scratch per thread. Every B operand is
-// packed once per call (pack.h); the two pipelines (fp32, bf16) are the
-// forward's (forward.cpp).
+// CPU flash backward: five tile products per (query tile, key tile) pair. The
+// probabilities are recomputed from the saved LSE, never stored.
+//   0. d_i = dO_i . O_i for every query row (fp32, O(Sq) per head).
+//   1. Work items are (sequence, kv head, chunk of key tiles). For each key tile
+//      and each visible query tile of each query head of the group, the tiles are
+//      held transposed (keys x queries): S^T = K Q^T and dP^T = V dO^T, so
+//      P^T and dS^T come out in the layout the next products read, and the
+//      per-query statistics (lse, d) are vectors along each row. Then
+//        dV += P^T dO,  dK += dS^T Q   (kept per key tile, stored when it ends),
+//        dQ^T += K^T dS^T              (into the chunk's fp32 dQ^T buffer).
+//   2. Per query tile: dQ = the sum over chunks of the dQ^T buffers, in chunk
+//      order, transposed and stored.
+// Every output element is written by one work item and sums in a fixed order,
+// so gradients are bitwise reproducible for any thread count (`deterministic`
+// costs nothing). Chunks exist only to give threads work when there are few
+// (sequence, kv head) pairs; each costs one fp32 copy of dQ, so there are just
+// enough for kMinItems work items. Their number depends on the shape alone, never
+// on the thread count, so the sums are the same with any number of threads. B operands are packed
+// once per call (pack.h); the two pipelines (fp32, bf16) are the forward's.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -21,6 +25,7 @@
 #include "backends/cpu/pack.h"
 #include "backends/cpu/tile_io.h"
 #include "backends/cpu/tile_ops.h"
+#include "backends/cpu/workspace.h"
 #include "backends/threads.h"
 
 namespace flashattn::detail {
@@ -31,6 +36,9 @@ constexpr int64_t kBlockQ = kPackRows;  // query rows per tile (one packed tile)
 constexpr int64_t kBlockK = kPackRows;  // keys per tile
 constexpr int64_t kLd = 64;             // leading dimension of the score tiles
 static_assert(kBlockQ <= kLd && kBlockK <= kLd);
+// Work items wanted in pass 1: two per thread on a 16-core host; with chunk-major
+// order under a causal mask, the long first chunks then pair with the short last ones.
+constexpr int64_t kMinItems = 32;
 
 // Row index into the per-row vector d (same layout as a contiguous LSE).
 inline int64_t row_slot(const FwdParams& p, const SeqLen& sl, int64_t b, int64_t h, int64_t i) {
@@ -39,15 +47,16 @@ inline int64_t row_slot(const FwdParams& p, const SeqLen& sl, int64_t b, int64_t
 
 template <typename PT>
 struct BwdScratch {
-  std::vector<PT> a1, a2;  // A operands: K and V (pass 1), Q and dO (pass 2)
-  std::vector<PT> pa, da;  // P and dS rounded to bf16 (bf16 pipeline only)
-  std::vector<float> s, dp, tanh, acc1, acc2, lse, d, row, f;  // f: an fp32 tile of dO (pass 0)
-  BwdScratch(int64_t dqk, int64_t dv)
-      : a1(kLd * padded<PT>(dqk)), a2(kLd * padded<PT>(dv)),
+  std::vector<PT> k, v, kt;  // A operands: K and V (of S^T, dP^T), K^T (of dQ^T)
+  std::vector<PT> pa, da;    // P^T and dS^T rounded to bf16, row-major (bf16 only)
+  std::vector<PT> db;        // dS^T rounded to bf16 as a B operand (bf16 only)
+  std::vector<float> s, dp, tanh, dk, dv, lse, d, row, f;
+  BwdScratch(int64_t dqk, int64_t dv_)
+      : k(kLd * padded<PT>(dqk)), v(kLd * padded<PT>(dv_)), kt(padded<PT>(dqk) * kLd),
         pa(sizeof(PT) == 2 ? kLd * kLd : 0), da(sizeof(PT) == 2 ? kLd * kLd : 0),
-        s(kLd * kLd), dp(kLd * kLd), tanh(kLd * kLd), acc1(kLd * padded<PT>(dqk)),
-        acc2(kLd * padded<PT>(dv)), lse(kLd), d(kLd), row(std::max(dqk, dv)),
-        f(kLd * std::max(dqk, dv)) {}
+        db(sizeof(PT) == 2 ? kLd * kLd : 0), s(kLd * kLd), dp(kLd * kLd), tanh(kLd * kLd),
+        dk(kLd * padded<PT>(dqk)), dv(kLd * padded<PT>(dv_)), lse(kLd), d(kLd),
+        row(std::max(dqk, dv_)), f(kLd * std::max(dqk, dv_)) {}
 };
 
 template <typename Elem, typename PT>
@@ -58,8 +67,10 @@ struct Backward {
   DropoutRng rng;
   std::vector<float> dvec;
   HeadView qv, kv, vv, ov, dov;
-  // B operands: Q and dO both ways (pass 1), K and V transposed and K natural (pass 2).
-  Packed<PT> q_t, do_t, q_n, do_n, k_t, v_t, k_n;
+  Packed<PT> q_t, do_t, q_n, do_n;  // B operands: Q and dO, transposed and natural
+  int64_t n_kt = 0, chunks = 1, chunk_tiles = 1;
+  Workspace dqt_buf;  // [chunk][query head][padded dqk][query columns], fp32
+  int64_t dqt_cols = 0;
 
   Backward(const BwdParams& params, const Kernels& kern)
       : p(params),
@@ -71,6 +82,10 @@ struct Backward {
         ov{p.out, p.o_batch_stride, p.o_row_stride, p.o_head_stride},
         dov{p.dout, p.do_batch_stride, p.do_row_stride, p.do_head_stride} {}
 
+  float* dqt(int64_t chunk, int64_t h) const {
+    return static_cast<float*>(dqt_buf.data()) + (chunk * p.heads_q + h) * padded<PT>(p.head_dim_qk) * dqt_cols;
+  }
+
   void run() {
     const int64_t rows = p.is_varlen() ? p.total_q : p.batch * p.seqlen_q;
     dvec.assign(static_cast<size_t>(p.heads_q * rows), 0.f);
@@ -79,11 +94,16 @@ struct Backward {
     plan_pack(do_t, p, true, hq, dv, PackKind::transposed);
     plan_pack(q_n, p, true, hq, dqk, PackKind::natural);
     plan_pack(do_n, p, true, hq, dv, PackKind::natural);
-    plan_pack(k_t, p, false, hkv, dqk, PackKind::transposed);
-    plan_pack(v_t, p, false, hkv, dv, PackKind::transposed);
-    plan_pack(k_n, p, false, hkv, dqk, PackKind::natural);
-    const int64_t n_qt = ceil_div(p.seqlen_q, kBlockQ), n_kt = ceil_div(p.seqlen_k, kBlockK);
-#pragma omp parallel num_threads(thread_count(p))
+    const int nt = thread_count(p);
+    n_kt = ceil_div(p.seqlen_k, kBlockK);
+    const int64_t pairs = std::max<int64_t>(1, p.batch * hkv);
+    chunks = std::clamp<int64_t>(ceil_div(kMinItems, pairs), 1, std::max<int64_t>(1, n_kt));
+    chunk_tiles = ceil_div(std::max<int64_t>(1, n_kt), chunks);
+    chunks = ceil_div(std::max<int64_t>(1, n_kt), chunk_tiles);
+    dqt_cols = q_t.tiles * kPackRows;
+    dqt_buf.acquire(static_cast<size_t>(chunks * hq * padded<PT>(dqk) * dqt_cols) * sizeof(float));
+    const int64_t n_qt = ceil_div(p.seqlen_q, kBlockQ);
+#pragma omp parallel num_threads(nt)
     {
       BwdScratch<PT> w(dqk, dv);
 #pragma omp for schedule(dynamic, 1)
@@ -93,19 +113,15 @@ struct Backward {
       pack_all<Elem>(do_t, p, dov, true, w.row.data());
       pack_all<Elem>(q_n, p, qv, true, w.row.data());
       pack_all<Elem>(do_n, p, dov, true, w.row.data());
-      pack_all<Elem>(k_t, p, kv, false, w.row.data());
-      pack_all<Elem>(v_t, p, vv, false, w.row.data());
-      pack_all<Elem>(k_n, p, kv, false, w.row.data());
       if (kBf16 && k.thread_begin) k.thread_begin();
-      // Under a causal mask the first key tiles and the last query tiles are
-      // the longest: those go first.
+      // Under a causal mask the first chunks are the longest: chunk-major order.
 #pragma omp for schedule(dynamic, 1)
-      for (int64_t t = 0; t < p.batch * hkv * n_kt; ++t)
-        dkdv_tile(t / n_kt / hkv, t / n_kt % hkv, t % n_kt, w);
+      for (int64_t t = 0; t < chunks * p.batch * hkv; ++t)
+        key_chunk(t % p.batch, t / p.batch % hkv, t / p.batch / hkv, w);
+      if (kBf16 && k.thread_end) k.thread_end();
 #pragma omp for schedule(dynamic, 1)
       for (int64_t t = 0; t < p.batch * hq * n_qt; ++t)
-        dq_tile(t / n_qt / hq, t / n_qt % hq, n_qt - 1 - t % n_qt, w);
-      if (kBf16 && k.thread_end) k.thread_end();
+        store_dq(t / n_qt / hq, t / n_qt % hq, t % n_qt, w);
     }
   }
 
@@ -152,20 +168,57 @@ struct Backward {
     }
   }
 
-  // Pass 1: dK, dV of keys [c0, c0+nc) of kv head hk.
-  void dkdv_tile(int64_t b, int64_t hk, int64_t kt, BwdScratch<PT>& w) const {
+  // K^T of keys [c0, c0+nc) as the A operand of dQ^T += K^T dS^T ([dqk_p][kLd],
+  // zero-padded), with NaN/inf stored as 0: they are added back separately so
+  // they reach only the rows that see their key (pack.h).
+  bool load_kt(const SeqLen& sl, int64_t b, int64_t hk, int64_t c0, int64_t nc, BwdScratch<PT>& w) const {
+    const int64_t dqk = p.head_dim_qk, dqk_p = padded<PT>(dqk);
+    std::fill(w.kt.begin(), w.kt.end(), PT{});
+    bool finite = true;
+    for (int64_t j = 0; j < nc; ++j) {
+      load_row<Elem>(p.k, sl.k_row(b, p.k_batch_stride, p.k_row_stride, p.k_head_stride, hk, c0 + j), dqk,
+                     w.row.data());
+      for (int64_t c = 0; c < dqk; ++c) {
+        const float x = w.row[c];
+        const bool ok = x - x == 0.f;
+        finite = finite && ok;
+        w.kt[c * kLd + j] = ok ? to_packed<PT>(x) : PT{};
+      }
+    }
+    (void)dqk_p;
+    return finite;
+  }
+
+  // Pass 1: dK, dV of the key tiles of one chunk of kv head hk, and the chunk's
+  // share of dQ for every query head of the group.
+  void key_chunk(int64_t b, int64_t hk, int64_t chunk, BwdScratch<PT>& w) const {
     const SeqLen sl(p, b);
+    const int64_t dqk = p.head_dim_qk, dqk_p = padded<PT>(dqk);
+    const int64_t col0 = q_t.tile0[b] * kPackRows;  // this sequence's first dQ^T column
+    const int64_t q_cols = (q_t.tile0[b + 1] - q_t.tile0[b]) * kPackRows;
+    for (int64_t h = hk * p.group_size(); h < (hk + 1) * p.group_size(); ++h)
+      for (int64_t c = 0; c < dqk_p; ++c) {
+        float* row = dqt(chunk, h) + c * dqt_cols + col0;
+        std::fill(row, row + q_cols, 0.f);
+      }
+    const int64_t kt_end = std::min(n_kt, (chunk + 1) * chunk_tiles);
+    for (int64_t kt = chunk * chunk_tiles; kt < kt_end; ++kt) key_tile(sl, b, hk, chunk, kt, w);
+  }
+
+  void key_tile(const SeqLen& sl, int64_t b, int64_t hk, int64_t chunk, int64_t kt, BwdScratch<PT>& w) const {
     const int64_t c0 = kt * kBlockK;
     if (c0 >= sl.seqlen_k) return;
     const int64_t nc = std::min(kBlockK, sl.seqlen_k - c0), mc = padded<PT>(nc);
     const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v;
     const int64_t dqk_p = padded<PT>(dqk), dv_p = padded<PT>(dv);
-    float* dk = w.acc1.data();
-    float* dvv = w.acc2.data();
+    const int64_t col0 = q_t.tile0[b] * kPackRows;
+    float* dk = w.dk.data();
+    float* dvv = w.dv.data();
     std::fill(dk, dk + mc * dqk_p, 0.f);
     std::fill(dvv, dvv + mc * dv_p, 0.f);
-    load_a_tile<Elem>(kv, sl, false, b, hk, c0, nc, mc, dqk, dqk_p, w.a1.data(), w.row.data());
-    load_a_tile<Elem>(vv, sl, false, b, hk, c0, nc, mc, dv, dv_p, w.a2.data(), w.row.data());
+    load_a_tile<Elem>(kv, sl, false, b, hk, c0, nc, mc, dqk, dqk_p, w.k.data(), w.row.data());
+    load_a_tile<Elem>(vv, sl, false, b, hk, c0, nc, mc, dv, dv_p, w.v.data(), w.row.data());
+    const bool k_finite = load_kt(sl, b, hk, c0, nc, w);
     const Mask mask(sl.seqlen_q, sl.seqlen_k, p.window_left, p.window_right);
     const int64_t r_begin = mask.row_begin(c0), r_end = mask.row_end(c0 + nc - 1);
     float* st = w.s.data();
@@ -175,14 +228,19 @@ struct Backward {
       for (int64_t qt = r_begin / kBlockQ; qt * kBlockQ < r_end; ++qt) {
         const int64_t r0 = qt * kBlockQ, nr = std::min(kBlockQ, r_end - r0), nr_p = padded<PT>(nr);
         load_row_stats(sl, b, h, r0, nr, w);
-        product(mc, nr_p, dqk_p, w.a1.data(), dqk_p, q_t.tile(b, h, qt), q_t.ld(), st, kLd, false);
-        product(mc, nr_p, dv_p, w.a2.data(), dv_p, do_t.tile(b, h, qt), do_t.ld(), dpt, kLd, false);
+        product(mc, nr_p, dqk_p, w.k.data(), dqk_p, q_t.tile(b, h, qt), q_t.ld(), st, kLd, false);
+        product(mc, nr_p, dv_p, w.v.data(), dv_p, do_t.tile(b, h, qt), do_t.ld(), dpt, kLd, false);
         // P^T and dS^T (times the softmax scale), row j holding key c0 + j.
-        for (int64_t j = 0; j < nc; ++j) k.scale_row(st + j * kLd, nr, p.softmax_scale);
+        const bool plain = ctx.softcap <= 0.f && !ctx.alibi && mask.tile_full(r0, r0 + nr, c0, c0 + nc);
+        if (!plain) {
+          for (int64_t j = 0; j < nc; ++j) k.scale_row(st + j * kLd, nr, p.softmax_scale);
+        }
         float* tanh_buf = ctx.softcap > 0.f ? w.tanh.data() : nullptr;
-        if (ctx.softcap > 0.f || ctx.alibi || !mask.tile_full(r0, r0 + nr, c0, c0 + nc))
-          ctx.apply_t(st, kLd, r0, nr, c0, nc, tanh_buf);
-        for (int64_t j = 0; j < nc; ++j) k.exp_sub_vec(st + j * kLd, w.lse.data(), nr);
+        if (!plain) ctx.apply_t(st, kLd, r0, nr, c0, nc, tanh_buf);
+        for (int64_t j = 0; j < nc; ++j) {
+          if (plain) k.scale_row(st + j * kLd, nr, p.softmax_scale);
+          k.exp_sub_vec(st + j * kLd, w.lse.data(), nr);
+        }
         if (ctx.dropout) ctx.dropout_t(dpt, kLd, r0, nr, c0, nc);  // dP through the multiplier
         for (int64_t j = 0; j < nc; ++j)
           k.softmax_grad_vec(st + j * kLd, dpt + j * kLd, w.d.data(), nr, p.softmax_scale);
@@ -200,6 +258,18 @@ struct Backward {
                 q_n.ld(), dk, dqk_p, true);
         if (!q_n.tile_finite(b, h, qt))
           add_nonfinite<Elem>(qv, sl, true, b, h, r0, nr, dqk, dpt, kLd, nc, dk, dqk_p, w.row.data());
+        // dQ^T += K^T dS^T, into this chunk's buffer (columns of this query tile).
+        float* dq_cols = dqt(chunk, h) + col0 + r0;
+        if constexpr (kBf16) {
+          // The padded columns belong to rows this key tile may not see: zero.
+          if (nr < nr_p)
+            for (int64_t j = 0; j < nc; ++j) std::fill(dpt + j * kLd + nr, dpt + j * kLd + nr_p, 0.f);
+          k.to_bf16_vnni(dpt, kLd, nc, mc, nr_p, w.db.data());
+          product(dqk_p, nr_p, mc, w.kt.data(), kLd, w.db.data(), mc * 16, dq_cols, dqt_cols, true);
+        } else {
+          product(dqk, nr, nc, w.kt.data(), kLd, dpt, kLd, dq_cols, dqt_cols, true);
+        }
+        if (!k_finite) add_nonfinite_kt(sl, b, hk, c0, nc, nr, dpt, dq_cols, w);
       }
     }
     store_tile<Elem>(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, sl, false, b, hk,
@@ -208,49 +278,38 @@ struct Backward {
                      c0, nc, dv, dvv, dv_p);
   }
 
-  // Pass 2: dQ of query rows [r0, r0+nr) of head h.
-  void dq_tile(int64_t b, int64_t h, int64_t qt, BwdScratch<PT>& w) const {
+  // dQ^T[c][i] += dS^T[j][i] * k[j][c] for the non-finite k[j][c] and dS^T != 0.
+  void add_nonfinite_kt(const SeqLen& sl, int64_t b, int64_t hk, int64_t c0, int64_t nc, int64_t nr,
+                        const float* dst, float* dq_cols, BwdScratch<PT>& w) const {
+    const int64_t dqk = p.head_dim_qk;
+    for (int64_t j = 0; j < nc; ++j) {
+      load_row<Elem>(p.k, sl.k_row(b, p.k_batch_stride, p.k_row_stride, p.k_head_stride, hk, c0 + j), dqk,
+                     w.row.data());
+      for (int64_t c = 0; c < dqk; ++c) {
+        const float x = w.row[c];
+        if (x - x == 0.f) continue;
+        for (int64_t i = 0; i < nr; ++i)
+          if (dst[j * kLd + i] != 0.f) dq_cols[c * dqt_cols + i] += dst[j * kLd + i] * x;
+      }
+    }
+  }
+
+  // Pass 2: dQ of query rows [r0, r0+nr) of head h: the chunks' dQ^T summed in
+  // chunk order, transposed.
+  void store_dq(int64_t b, int64_t h, int64_t qt, BwdScratch<PT>& w) const {
     const SeqLen sl(p, b);
     const int64_t r0 = qt * kBlockQ;
     if (r0 >= sl.seqlen_q) return;
-    const int64_t nr = std::min(kBlockQ, sl.seqlen_q - r0), mr = padded<PT>(nr);
-    const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v, hk = h / p.group_size();
-    const int64_t dqk_p = padded<PT>(dqk), dv_p = padded<PT>(dv);
-    const ScoreContext ctx(p, sl, b, h, rng);
-    float* dq = w.acc1.data();
-    std::fill(dq, dq + mr * dqk_p, 0.f);
-    load_a_tile<Elem>(qv, sl, true, b, h, r0, nr, mr, dqk, dqk_p, w.a1.data(), w.row.data());
-    load_a_tile<Elem>(dov, sl, true, b, h, r0, nr, mr, dv, dv_p, w.a2.data(), w.row.data());
-    load_row_stats(sl, b, h, r0, nr, w);
-    float* s = w.s.data();
-    float* dp = w.dp.data();
-    const int64_t c_begin = ctx.mask.col_begin(r0), c_end = ctx.mask.col_end(r0 + nr - 1);
-    for (int64_t t = c_begin / kBlockK; t * kBlockK < c_end; ++t) {
-      const int64_t c0 = t * kBlockK, nc = std::min(kBlockK, c_end - c0), nc_p = padded<PT>(nc);
-      product(mr, nc_p, dqk_p, w.a1.data(), dqk_p, k_t.tile(b, hk, t), k_t.ld(), s, kLd, false);
-      product(mr, nc_p, dv_p, w.a2.data(), dv_p, v_t.tile(b, hk, t), v_t.ld(), dp, kLd, false);
-      for (int64_t r = 0; r < nr; ++r) k.scale_row(s + r * kLd, nc, p.softmax_scale);
-      float* tanh_buf = ctx.softcap > 0.f ? w.tanh.data() : nullptr;
-      if (ctx.softcap > 0.f || ctx.alibi || !ctx.mask.tile_full(r0, r0 + nr, c0, c0 + nc))
-        ctx.apply(s, kLd, r0, nr, c0, nc, tanh_buf);
-      for (int64_t r = 0; r < nr; ++r) {
-        float* sr = s + r * kLd;
-        float* dpr = dp + r * kLd;
-        k.exp_sum(sr, nc, 1.f, w.lse[r]);  // p = exp(s - lse); masked entries are 0
-        if (ctx.dropout) ctx.dropout_row(dpr, r0 + r, c0, nc);
-        k.softmax_grad_row(sr, dpr, nc, w.d[r], p.softmax_scale);
-        if (tanh_buf) {
-          const float* tr = tanh_buf + r * kLd;
-          for (int64_t j = 0; j < nc; ++j) dpr[j] *= 1.f - tr[j] * tr[j];
-        }
-      }
-      product(mr, dqk_p, nc_p, as_operand(dp, w.da.data(), nr, nc, nc_p), kLd, k_n.tile(b, hk, t),
-              k_n.ld(), dq, dqk_p, true);
-      if (!k_n.tile_finite(b, hk, t))
-        add_nonfinite<Elem>(kv, sl, false, b, hk, c0, nc, dqk, dp, kLd, nr, dq, dqk_p, w.row.data());
+    const int64_t nr = std::min(kBlockQ, sl.seqlen_q - r0), dqk = p.head_dim_qk;
+    const int64_t col = q_t.tile0[b] * kPackRows + r0;
+    float* out = w.f.data();  // [nr][dqk]
+    for (int64_t c = 0; c < dqk; ++c) {
+      for (int64_t r = 0; r < nr; ++r) out[r * dqk + c] = dqt(0, h)[c * dqt_cols + col + r];
+      for (int64_t ch = 1; ch < chunks; ++ch)
+        for (int64_t r = 0; r < nr; ++r) out[r * dqk + c] += dqt(ch, h)[c * dqt_cols + col + r];
     }
     store_tile<Elem>(p.dq, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride, sl, true, b, h, r0,
-                     nr, dqk, dq, dqk_p);
+                     nr, dqk, out, dqk);
   }
 };
 

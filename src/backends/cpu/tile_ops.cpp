@@ -173,11 +173,20 @@ void to_bf16(const float* x, uint16_t* y, int64_t n, int64_t n_pad) {
   for (int64_t j = n; j < n_pad; ++j) y[j] = 0;
 }
 
+void to_bf16_vnni(const float* x, int64_t ldx, int64_t rows, int64_t rows_p, int64_t cols_p,
+                  uint16_t* y) {
+  for (int64_t r = 0; r < rows_p; ++r)
+    for (int64_t c = 0; c < cols_p; ++c)
+      y[(c / 16) * rows_p * 16 + (r / 2) * 32 + (c % 16) * 2 + r % 2] =
+          r < rows ? float_to_bf16(x[r * ldx + c]) : uint16_t{0};
+}
+
 const Kernels& portable_kernels() {
   static const Kernels k{Isa::portable, gemm_nn,     nullptr,          nullptr,
                          nullptr,       scale_max,   row_max,          exp_sum,
                          exp_sub_vec,   scale_row,   softmax_grad_row, softmax_grad_vec,
-                         dot,           all_finite,  to_bf16};
+                         dot,           all_finite,  to_bf16,
+                         to_bf16_vnni};
   return k;
 }
 

@@ -31,5 +31,7 @@ float scale_max(float* x, int64_t n, float scale);
 void exp_sub_vec(float* x, const float* m, int64_t n);
 void softmax_grad_vec(const float* p, float* dp, const float* d, int64_t n, float scale);
 void to_bf16(const float* x, uint16_t* y, int64_t n, int64_t n_pad);
+void to_bf16_vnni(const float* x, int64_t ldx, int64_t rows, int64_t rows_p, int64_t cols_p,
+                  uint16_t* y);
 
 }  // namespace flashattn::detail::cpu

@@ -24,7 +24,8 @@ Kernels avx512_table(Isa isa) {
                  softmax_grad_vec_avx512,
                  dot_avx512,
                  all_finite_avx512,
-                 portable_kernels().to_bf16};
+                 portable_kernels().to_bf16,
+                 portable_kernels().to_bf16_vnni};
 }
 }  // namespace
 
@@ -38,6 +39,7 @@ const Kernels& avx512_bf16_kernels() {
     Kernels t = avx512_table(Isa::avx512_bf16);
     t.gemm_bf16 = x86::gemm_bf16_avx512;
     t.to_bf16 = x86::to_bf16_avx512;
+    t.to_bf16_vnni = x86::to_bf16_vnni_avx512;
     return t;
   }();
   return k;

@@ -54,6 +54,11 @@ struct Kernels {
   bool (*all_finite)(const float* x, int64_t n);
   // y[j] = bf16(x[j]) rounded to nearest even, for j < n; y[j] = 0 for n <= j < n_pad.
   void (*to_bf16)(const float* x, uint16_t* y, int64_t n, int64_t n_pad);
+  // x (rows x cols_p, leading dimension ldx) rounded to bf16 as a B operand:
+  // VNNI panels of 16 columns, panel p at y + p * rows_p * 16; rows past `rows`
+  // (up to rows_p, even) are zero. cols_p is a multiple of 16.
+  void (*to_bf16_vnni)(const float* x, int64_t ldx, int64_t rows, int64_t rows_p, int64_t cols_p,
+                       uint16_t* y);
 };
 
 // The table of a level (clamped to what the CPU supports).

@@ -26,6 +26,8 @@ bool all_finite_avx512(const float* x, int64_t n);
 void gemm_bf16_avx512(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
                       const uint16_t* B, int64_t ldb, float* C, int64_t ldc, bool accumulate);
 void to_bf16_avx512(const float* x, uint16_t* y, int64_t n, int64_t n_pad);
+void to_bf16_vnni_avx512(const float* x, int64_t ldx, int64_t rows, int64_t rows_p, int64_t cols_p,
+                         uint16_t* y);
 
 // amx.cpp (AMX-TILE, AMX-BF16)
 void gemm_bf16_amx(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
