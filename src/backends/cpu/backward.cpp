@@ -69,8 +69,10 @@ struct Backward {
   HeadView qv, kv, vv, ov, dov;
   Packed<PT> q_t, do_t, q_n, do_n;  // B operands: Q and dO, transposed and natural
   int64_t n_kt = 0, chunks = 1, chunk_tiles = 1;
-  Workspace dqt_buf;  // [chunk][query head][padded dqk][query columns], fp32
-  int64_t dqt_cols = 0;
+  // dQ^T, fp32, one block [padded dqk][kLd] per (chunk, query head, query tile):
+  // contiguous blocks, since a strided [dqk][all queries] layout put every row of
+  // a product's C in the same L1 set (strides of 8 KiB and more).
+  Workspace dqt_buf;
 
   Backward(const BwdParams& params, const Kernels& kern)
       : p(params),
@@ -82,8 +84,10 @@ struct Backward {
         ov{p.out, p.o_batch_stride, p.o_row_stride, p.o_head_stride},
         dov{p.dout, p.do_batch_stride, p.do_row_stride, p.do_head_stride} {}
 
-  float* dqt(int64_t chunk, int64_t h) const {
-    return static_cast<float*>(dqt_buf.data()) + (chunk * p.heads_q + h) * padded<PT>(p.head_dim_qk) * dqt_cols;
+  // The dQ^T block of query tile qt of sequence b.
+  float* dqt(int64_t chunk, int64_t h, int64_t b, int64_t qt) const {
+    const int64_t tile = (chunk * p.heads_q + h) * q_t.tiles + q_t.tile0[b] + qt;
+    return static_cast<float*>(dqt_buf.data()) + tile * padded<PT>(p.head_dim_qk) * kLd;
   }
 
   void run() {
@@ -100,8 +104,7 @@ struct Backward {
     chunks = std::clamp<int64_t>(ceil_div(kMinItems, pairs), 1, std::max<int64_t>(1, n_kt));
     chunk_tiles = ceil_div(std::max<int64_t>(1, n_kt), chunks);
     chunks = ceil_div(std::max<int64_t>(1, n_kt), chunk_tiles);
-    dqt_cols = q_t.tiles * kPackRows;
-    dqt_buf.acquire(static_cast<size_t>(chunks * hq * padded<PT>(dqk) * dqt_cols) * sizeof(float));
+    dqt_buf.acquire(static_cast<size_t>(chunks * hq * q_t.tiles * padded<PT>(dqk) * kLd) * sizeof(float));
     const int64_t n_qt = ceil_div(p.seqlen_q, kBlockQ);
 #pragma omp parallel num_threads(nt)
     {
@@ -193,14 +196,11 @@ struct Backward {
   // share of dQ for every query head of the group.
   void key_chunk(int64_t b, int64_t hk, int64_t chunk, BwdScratch<PT>& w) const {
     const SeqLen sl(p, b);
-    const int64_t dqk = p.head_dim_qk, dqk_p = padded<PT>(dqk);
-    const int64_t col0 = q_t.tile0[b] * kPackRows;  // this sequence's first dQ^T column
-    const int64_t q_cols = (q_t.tile0[b + 1] - q_t.tile0[b]) * kPackRows;
-    for (int64_t h = hk * p.group_size(); h < (hk + 1) * p.group_size(); ++h)
-      for (int64_t c = 0; c < dqk_p; ++c) {
-        float* row = dqt(chunk, h) + c * dqt_cols + col0;
-        std::fill(row, row + q_cols, 0.f);
-      }
+    const int64_t block = padded<PT>(p.head_dim_qk) * kLd;
+    for (int64_t h = hk * p.group_size(); h < (hk + 1) * p.group_size(); ++h) {
+      float* first = dqt(chunk, h, b, 0);
+      std::fill(first, first + (q_t.tile0[b + 1] - q_t.tile0[b]) * block, 0.f);
+    }
     const int64_t kt_end = std::min(n_kt, (chunk + 1) * chunk_tiles);
     for (int64_t kt = chunk * chunk_tiles; kt < kt_end; ++kt) key_tile(sl, b, hk, chunk, kt, w);
   }
@@ -211,7 +211,6 @@ struct Backward {
     const int64_t nc = std::min(kBlockK, sl.seqlen_k - c0), mc = padded<PT>(nc);
     const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v;
     const int64_t dqk_p = padded<PT>(dqk), dv_p = padded<PT>(dv);
-    const int64_t col0 = q_t.tile0[b] * kPackRows;
     float* dk = w.dk.data();
     float* dvv = w.dv.data();
     std::fill(dk, dk + mc * dqk_p, 0.f);
@@ -258,16 +257,16 @@ struct Backward {
                 q_n.ld(), dk, dqk_p, true);
         if (!q_n.tile_finite(b, h, qt))
           add_nonfinite<Elem>(qv, sl, true, b, h, r0, nr, dqk, dpt, kLd, nc, dk, dqk_p, w.row.data());
-        // dQ^T += K^T dS^T, into this chunk's buffer (columns of this query tile).
-        float* dq_cols = dqt(chunk, h) + col0 + r0;
+        // dQ^T += K^T dS^T, into this chunk's block of this query tile.
+        float* dq_cols = dqt(chunk, h, b, qt);
         if constexpr (kBf16) {
           // The padded columns belong to rows this key tile may not see: zero.
           if (nr < nr_p)
             for (int64_t j = 0; j < nc; ++j) std::fill(dpt + j * kLd + nr, dpt + j * kLd + nr_p, 0.f);
           k.to_bf16_vnni(dpt, kLd, nc, mc, nr_p, w.db.data());
-          product(dqk_p, nr_p, mc, w.kt.data(), kLd, w.db.data(), mc * 16, dq_cols, dqt_cols, true);
+          product(dqk_p, nr_p, mc, w.kt.data(), kLd, w.db.data(), mc * 16, dq_cols, kLd, true);
         } else {
-          product(dqk, nr, nc, w.kt.data(), kLd, dpt, kLd, dq_cols, dqt_cols, true);
+          product(dqk, nr, nc, w.kt.data(), kLd, dpt, kLd, dq_cols, kLd, true);
         }
         if (!k_finite) add_nonfinite_kt(sl, b, hk, c0, nc, nr, dpt, dq_cols, w);
       }
@@ -289,7 +288,7 @@ struct Backward {
         const float x = w.row[c];
         if (x - x == 0.f) continue;
         for (int64_t i = 0; i < nr; ++i)
-          if (dst[j * kLd + i] != 0.f) dq_cols[c * dqt_cols + i] += dst[j * kLd + i] * x;
+          if (dst[j * kLd + i] != 0.f) dq_cols[c * kLd + i] += dst[j * kLd + i] * x;
       }
     }
   }
@@ -301,12 +300,14 @@ struct Backward {
     const int64_t r0 = qt * kBlockQ;
     if (r0 >= sl.seqlen_q) return;
     const int64_t nr = std::min(kBlockQ, sl.seqlen_q - r0), dqk = p.head_dim_qk;
-    const int64_t col = q_t.tile0[b] * kPackRows + r0;
     float* out = w.f.data();  // [nr][dqk]
     for (int64_t c = 0; c < dqk; ++c) {
-      for (int64_t r = 0; r < nr; ++r) out[r * dqk + c] = dqt(0, h)[c * dqt_cols + col + r];
-      for (int64_t ch = 1; ch < chunks; ++ch)
-        for (int64_t r = 0; r < nr; ++r) out[r * dqk + c] += dqt(ch, h)[c * dqt_cols + col + r];
+      const float* first = dqt(0, h, b, qt) + c * kLd;
+      for (int64_t r = 0; r < nr; ++r) out[r * dqk + c] = first[r];
+      for (int64_t ch = 1; ch < chunks; ++ch) {
+        const float* x = dqt(ch, h, b, qt) + c * kLd;
+        for (int64_t r = 0; r < nr; ++r) out[r * dqk + c] += x[r];
+      }
     }
     store_tile<Elem>(p.dq, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride, sl, true, b, h, r0,
                      nr, dqk, out, dqk);
