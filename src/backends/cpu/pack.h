@@ -121,8 +121,9 @@ void pack_tile(Packed<PT>& pk, const HeadView& src, const SeqLen& sl, bool q_sid
     const int64_t off = q_side ? sl.q_row(b, src.batch_stride, src.row_stride, src.head_stride, h, r0 + r)
                                : sl.k_row(b, src.batch_stride, src.row_stride, src.head_stride, h, r0 + r);
     const S* x = static_cast<const S*>(src.base) + off;
-    bool row_finite = true;
-    for (int64_t d = 0; d < dim; ++d) row_finite &= finite_bits<Elem>(x[d]);
+    unsigned bad = 0;  // an OR over the row, so the loop vectorises
+    for (int64_t d = 0; d < dim; ++d) bad |= finite_bits<Elem>(x[d]) ? 0u : 1u;
+    const bool row_finite = bad == 0;
     finite = finite && row_finite;
     // The row in the pack's type, non-finite elements zeroed for natural packs.
     const PT* v;
@@ -143,9 +144,11 @@ void pack_tile(Packed<PT>& pk, const HeadView& src, const SeqLen& sl, bool q_sid
     if constexpr (sizeof(PT) == 2) {
       if (pk.kind == PackKind::transposed) {  // panel r/16, pair d/2, column r%16
         PT* base = dst + (r / 16) * (dp * 16) + (r % 16) * 2;
+        uint32_t* pairs = reinterpret_cast<uint32_t*>(base);  // one 32-bit store per pair
         for (int64_t d = 0; d + 1 < dim; d += 2) {
-          base[d * 16] = v[d];
-          base[d * 16 + 1] = v[d + 1];
+          uint32_t two;
+          std::memcpy(&two, v + d, sizeof(two));
+          pairs[d * 8] = two;
         }
         if (dim % 2) base[(dim - 1) * 16] = v[dim - 1];
       } else {  // panel d/16, pair r/2, column d%16
