@@ -1,0 +1,228 @@
+// The CPU flash backend's instruction-set levels (backends/cpu/kernels/): each
+// kernel of each level the CPU has against a plain double computation, then the
+// whole backend forced onto each level and checked against the float64
+// reference with the contract's rule (odd sizes, head dims 64/96/128/256,
+// Dv != Dqk, masks, GQA, packed batches, dropout, softcap, ALiBi). Levels the CPU
+// lacks are skipped.
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/kernels/isa.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "cases.h"
+#include "flashattn/numeric.h"
+
+namespace fatest {
+namespace {
+
+namespace cpu = flashattn::detail::cpu;
+using cpu::Isa;
+
+const std::vector<Isa> kLevels = {Isa::portable, Isa::avx512, Isa::avx512_bf16, Isa::amx};
+
+bool have(Isa isa) { return static_cast<int>(isa) <= static_cast<int>(cpu::supported_isa()); }
+
+std::string level_name(const ::testing::TestParamInfo<Isa>& info) { return cpu::isa_name(info.param); }
+
+std::vector<float> random_floats(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist;
+  std::vector<float> x(static_cast<size_t>(n));
+  for (float& v : x) v = dist(gen);
+  return x;
+}
+
+class CpuKernels : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    if (!have(GetParam())) GTEST_SKIP() << cpu::isa_name(GetParam()) << " not on this CPU";
+  }
+  const cpu::Kernels& k() const { return cpu::kernels(GetParam()); }
+};
+
+TEST_P(CpuKernels, TableMatchesLevel) { EXPECT_EQ(k().isa, GetParam()); }
+
+// fp32 products: odd shapes exercise every row and column tail of the blocking.
+TEST_P(CpuKernels, GemmF32) {
+  for (auto [M, N, K] : {std::tuple{1, 1, 1}, {7, 17, 5}, {64, 64, 128}, {13, 100, 33}, {6, 64, 64}}) {
+    const int64_t lda = K + 3, ldb = N + 5, ldc = N + 2;
+    const auto A = random_floats(M * lda, 1), B = random_floats(K * ldb, 2), C0 = random_floats(M * ldc, 3);
+    for (bool acc : {false, true}) {
+      std::vector<float> C = C0;
+      k().gemm_f32(M, N, K, A.data(), lda, B.data(), ldb, C.data(), ldc, acc);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < ldc; ++n) {
+          if (n >= N) {  // outside the product: untouched
+            ASSERT_EQ(C[m * ldc + n], C0[m * ldc + n]);
+            continue;
+          }
+          double want = acc ? C0[m * ldc + n] : 0.0;
+          for (int64_t q = 0; q < K; ++q) want += double(A[m * lda + q]) * B[q * ldb + n];
+          ASSERT_NEAR(C[m * ldc + n], want, 1e-5 * (1 + std::sqrt(double(K)))) << M << "x" << N << "x" << K;
+        }
+    }
+  }
+}
+
+// bf16 products with B in VNNI panels (kernels.h), against the same bf16 values
+// multiplied in double.
+TEST_P(CpuKernels, GemmBf16) {
+  if (k().gemm_bf16 == nullptr) GTEST_SKIP() << "no bf16 products at this level";
+  if (k().thread_begin) k().thread_begin();
+  for (auto [M, N, K] : {std::tuple{32, 32, 32}, {64, 96, 128}, {96, 64, 64}, {32, 256, 256}}) {
+    const int64_t lda = K + 32, ldc = N + 16;
+    std::vector<uint16_t> A(M * lda), B(N * K);  // B: N/16 panels of [K/2][16][2]
+    std::vector<float> a(M * K), b(K * N);
+    const auto ra = random_floats(M * K, 4), rb = random_floats(K * N, 5);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t q = 0; q < K; ++q) {
+        A[m * lda + q] = flashattn::float_to_bf16(ra[m * K + q]);
+        a[m * K + q] = flashattn::bf16_to_float(A[m * lda + q]);
+      }
+    for (int64_t q = 0; q < K; ++q)
+      for (int64_t n = 0; n < N; ++n) {
+        const uint16_t x = flashattn::float_to_bf16(rb[q * N + n]);
+        B[(n / 16) * K * 16 + (q / 2) * 32 + (n % 16) * 2 + q % 2] = x;
+        b[q * N + n] = flashattn::bf16_to_float(x);
+      }
+    const auto C0 = random_floats(M * ldc, 6);
+    for (bool acc : {false, true}) {
+      std::vector<float> C = C0;
+      k().gemm_bf16(M, N, K, A.data(), lda, B.data(), K * 16, C.data(), ldc, acc);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          double want = acc ? C0[m * ldc + n] : 0.0;
+          for (int64_t q = 0; q < K; ++q) want += double(a[m * K + q]) * b[q * N + n];
+          ASSERT_NEAR(C[m * ldc + n], want, 1e-5 * (1 + std::sqrt(double(K)) * 4)) << M << "x" << N << "x" << K;
+        }
+    }
+  }
+  if (k().thread_end) k().thread_end();
+}
+
+TEST_P(CpuKernels, RowOps) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t n : {1, 15, 16, 17, 64, 100, 128}) {
+    auto x = random_floats(n, uint32_t(n));
+    // max, with and without the scale folded in
+    float want = -inf;
+    for (float v : x) want = std::max(want, v);
+    EXPECT_EQ(k().row_max(x.data(), n), want);
+    auto y = x;
+    EXPECT_EQ(k().scale_max(y.data(), n, 0.5f), want * 0.5f);
+    for (int64_t j = 0; j < n; ++j) ASSERT_EQ(y[j], x[j] * 0.5f);
+    // a NaN anywhere makes the max NaN
+    y = x;
+    y[n / 2] = nan;
+    EXPECT_TRUE(std::isnan(k().row_max(y.data(), n)));
+    EXPECT_FALSE(k().all_finite(y.data(), n));
+    y[n / 2] = -inf;
+    EXPECT_FALSE(k().all_finite(y.data(), n));
+    EXPECT_TRUE(k().all_finite(x.data(), n));
+    // exp(scale x - m): about an ulp; -inf gives exactly 0, even with a NaN m
+    y = x;
+    y[0] = -inf;
+    const float m = want * 0.7f;
+    double sum = 0.0;
+    const float got_sum = k().exp_sum(y.data(), n, 0.7f, m);
+    EXPECT_EQ(y[0], 0.f);
+    for (int64_t j = 1; j < n; ++j) {
+      const double e = std::exp(double(x[j]) * 0.7 - m);
+      sum += e;
+      ASSERT_NEAR(y[j], e, 3e-7 * e) << j;
+    }
+    EXPECT_NEAR(got_sum, sum, 1e-6 * sum + 1e-30);
+    y = x;
+    y[0] = -inf;
+    k().exp_sum(y.data(), n, 1.f, nan);
+    EXPECT_EQ(y[0], 0.f);
+    // per-element exp and the softmax gradient
+    auto mv = random_floats(n, 77);
+    y = x;
+    y[n - 1] = -inf;
+    k().exp_sub_vec(y.data(), mv.data(), n);
+    for (int64_t j = 0; j + 1 < n; ++j) ASSERT_NEAR(y[j], std::exp(double(x[j]) - mv[j]), 3e-7 * std::exp(double(x[j]) - mv[j]));
+    EXPECT_EQ(y[n - 1], 0.f);
+    auto p = x;
+    p[0] = 0.f;
+    auto dp = random_floats(n, 9);
+    dp[0] = nan;  // a zero p keeps its gradient exactly 0
+    const auto dp0 = dp;
+    auto dp2 = dp;
+    k().softmax_grad_row(p.data(), dp.data(), n, 0.25f, 2.f);
+    k().softmax_grad_vec(p.data(), dp2.data(), std::vector<float>(n, 0.25f).data(), n, 2.f);
+    EXPECT_EQ(dp[0], 0.f);
+    for (int64_t j = 0; j < n; ++j) {
+      ASSERT_EQ(dp[j], dp2[j]) << j;
+      if (j > 0) ASSERT_NEAR(dp[j], double(p[j]) * (dp0[j] - 0.25) * 2.0, 1e-6 * (1 + std::fabs(dp[j]))) << j;
+    }
+    // dot and scale
+    double d = 0.0;
+    for (int64_t j = 0; j < n; ++j) d += double(x[j]) * mv[j];
+    EXPECT_NEAR(k().dot(x.data(), mv.data(), n), d, 1e-5 * n);
+    y = x;
+    k().scale_row(y.data(), n, 3.f);
+    for (int64_t j = 0; j < n; ++j) ASSERT_EQ(y[j], x[j] * 3.f);
+  }
+}
+
+// fp32 -> bf16 rounding (nearest even, as float_to_bf16 does) and the VNNI form.
+TEST_P(CpuKernels, Bf16Rounding) {
+  auto x = random_floats(100, 11);
+  x[3] = std::numeric_limits<float>::infinity();
+  x[4] = 1.00390625f;  // a tie: rounds to even
+  std::vector<uint16_t> y(128, 0xFFFF);
+  k().to_bf16(x.data(), y.data(), 100, 128);
+  for (int j = 0; j < 100; ++j) ASSERT_EQ(y[j], flashattn::float_to_bf16(x[j])) << j;
+  for (int j = 100; j < 128; ++j) ASSERT_EQ(y[j], 0) << j;
+  // 5 valid rows of 32 columns, padded to 8 rows
+  const auto t = random_floats(5 * 40, 12);
+  std::vector<uint16_t> v(8 * 32, 0xFFFF);
+  k().to_bf16_vnni(t.data(), 40, 5, 8, 32, v.data());
+  for (int r = 0; r < 8; ++r)
+    for (int c = 0; c < 32; ++c)
+      ASSERT_EQ(v[(c / 16) * 8 * 16 + (r / 2) * 32 + (c % 16) * 2 + r % 2],
+                r < 5 ? flashattn::float_to_bf16(t[r * 40 + c]) : uint16_t{0})
+          << r << "," << c;
+}
+
+INSTANTIATE_TEST_SUITE_P(Levels, CpuKernels, ::testing::ValuesIn(kLevels), level_name);
+
+// The whole backend on one level: every case of the table, forward and backward.
+std::vector<Case> level_cases() {
+  return in_dtypes({
+      Case("d64_odd").batch(2).seq(130, 77).heads(2, 2).dims(64, 64),
+      Case("d96_causal").seq(150, 150).heads(2, 1).dims(96, 96).causal_mask(),
+      Case("d128_window").seq(200, 190).heads(2, 2).dims(128, 128).win(40, 7),
+      Case("d256_gqa").seq(70, 129).heads(4, 2).dims(256, 256),
+      Case("dv_ne_dqk").seq(65, 97).heads(3, 1).dims(48, 80).causal_mask(),
+      Case("odd_dims").seq(33, 45).heads(2, 2).dims(17, 9),
+      Case("varlen_causal").packed({70, 0, 129, 5}, {64, 3, 140, 65}).heads(4, 2).dims(64, 64).causal_mask(),
+      Case("dropout").seq(100, 130).heads(2, 2).dims(64, 32).drop(0.2f, 7, 3),
+      Case("softcap_alibi").seq(90, 140).heads(2, 1).dims(64, 64).cap(5.f).slopes(Alibi::per_head),
+      Case("large_scores").seq(70, 70).dims(64, 64).magnitude(30.f).causal_mask(),
+  });
+}
+
+class CpuLevel : public ::testing::TestWithParam<std::tuple<Isa, Case>> {
+ protected:
+  void SetUp() override {
+    if (!have(std::get<0>(GetParam()))) GTEST_SKIP() << cpu::isa_name(std::get<0>(GetParam())) << " not on this CPU";
+    cpu::force_isa(std::get<0>(GetParam()));
+  }
+  void TearDown() override { cpu::reset_forced_isa(); }
+};
+
+TEST_P(CpuLevel, ForwardMatchesReference) { check_forward(std::get<1>(GetParam()), cpu_target()); }
+TEST_P(CpuLevel, BackwardMatchesReference) { check_backward(std::get<1>(GetParam()), cpu_target()); }
+
+INSTANTIATE_TEST_SUITE_P(
+    Levels, CpuLevel, ::testing::Combine(::testing::ValuesIn(kLevels), ::testing::ValuesIn(level_cases())),
+    [](const ::testing::TestParamInfo<std::tuple<Isa, Case>>& info) {
+      return std::string(cpu::isa_name(std::get<0>(info.param))) + "_" + std::get<1>(info.param).id();
+    });
+
+}  // namespace
+}  // namespace fatest
