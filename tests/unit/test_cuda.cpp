@@ -350,7 +350,7 @@ TEST(CudaLarge, MoreThan2To31ElementsPerTensor) {
 }
 
 // What the Hopper forward takes, decided on the host (no GPU needed): inputs whose
-// strides TMA cannot describe (broadcast, stride 0; O included) and score modifiers go to sm80.
+// strides TMA cannot describe (broadcast, stride 0) and score modifiers go to sm80.
 TEST(CudaDispatch, HopperForwardTakesOnlyWhatTmaCanDescribe) {
   fa::FwdParams p;
   p.dtype = fa::DType::bf16;
@@ -359,7 +359,6 @@ TEST(CudaDispatch, HopperForwardTakesOnlyWhatTmaCanDescribe) {
   p.q_row_stride = 8 * 128, p.q_head_stride = 128, p.q_batch_stride = 256 * 8 * 128;
   p.k_row_stride = p.v_row_stride = 2 * 128, p.k_head_stride = p.v_head_stride = 128;
   p.k_batch_stride = p.v_batch_stride = 256 * 2 * 128;
-  p.o_row_stride = p.q_row_stride, p.o_head_stride = p.q_head_stride, p.o_batch_stride = p.q_batch_stride;
   p.softmax_scale = 0.088f;
 #if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_SM90_128_BF16)
   EXPECT_TRUE(fa::sm90::supports_forward(p));
@@ -370,9 +369,6 @@ TEST(CudaDispatch, HopperForwardTakesOnlyWhatTmaCanDescribe) {
   fa::FwdParams batch_broadcast = p;
   batch_broadcast.v_batch_stride = 0;
   EXPECT_FALSE(fa::sm90::supports_forward(batch_broadcast));
-  fa::FwdParams out_no_stride = p;  // O leaves through a TMA store too
-  out_no_stride.o_head_stride = 0;
-  EXPECT_FALSE(fa::sm90::supports_forward(out_no_stride));
   fa::FwdParams softcap = p;
   softcap.softcap = 30.f;
   EXPECT_FALSE(fa::sm90::supports_forward(softcap));
