@@ -227,8 +227,8 @@ struct Backward {
       for (int64_t qt = r_begin / kBlockQ; qt * kBlockQ < r_end; ++qt) {
         const int64_t r0 = qt * kBlockQ, nr = std::min(kBlockQ, r_end - r0), nr_p = padded<PT>(nr);
         load_row_stats(sl, b, h, r0, nr, w);
-        product(mc, nr_p, dqk_p, w.k.data(), dqk_p, q_t.tile(b, h, qt), q_t.ld(), st, kLd, false);
-        product(mc, nr_p, dv_p, w.v.data(), dv_p, do_t.tile(b, h, qt), do_t.ld(), dpt, kLd, false);
+        product(mc, nr_p, dqk_p, w.k.data(), dqk_p, q_t.tile(b, h, qt), q_t.ld(b), st, kLd, false);
+        product(mc, nr_p, dv_p, w.v.data(), dv_p, do_t.tile(b, h, qt), do_t.ld(b), dpt, kLd, false);
         // P^T and dS^T (times the softmax scale), row j holding key c0 + j.
         const bool plain = ctx.softcap <= 0.f && !ctx.alibi && mask.tile_full(r0, r0 + nr, c0, c0 + nc);
         if (!plain) {
@@ -250,11 +250,11 @@ struct Backward {
         // dV += P^T dO, dK += dS^T Q; NaN/inf in dO or Q reach only the keys
         // their rows see (pack.h).
         product(mc, dv_p, nr_p, as_operand(st, w.pa.data(), nc, nr, nr_p), kLd, do_n.tile(b, h, qt),
-                do_n.ld(), dvv, dv_p, true);
+                do_n.ld(b), dvv, dv_p, true);
         if (!do_n.tile_finite(b, h, qt))
           add_nonfinite<Elem>(dov, sl, true, b, h, r0, nr, dv, st, kLd, nc, dvv, dv_p, w.row.data());
         product(mc, dqk_p, nr_p, as_operand(dpt, w.da.data(), nc, nr, nr_p), kLd, q_n.tile(b, h, qt),
-                q_n.ld(), dk, dqk_p, true);
+                q_n.ld(b), dk, dqk_p, true);
         if (!q_n.tile_finite(b, h, qt))
           add_nonfinite<Elem>(qv, sl, true, b, h, r0, nr, dqk, dpt, kLd, nc, dk, dqk_p, w.row.data());
         // dQ^T += K^T dS^T, into this chunk's block of this query tile.

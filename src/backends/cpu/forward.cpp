@@ -107,7 +107,7 @@ struct Forward {
       float* s = w.s.data();
       for (int64_t j = 0; j < nc; j += kPackRows)  // one product per packed tile
         product(mr, padded<PT>(std::min(kPackRows, nc - j)), dqk_p, w.q.data(), dqk_p,
-                kt.tile(b, hk, (c0 + j) / kPackRows), kt.ld(), s + j, kBlockK, false);
+                kt.tile(b, hk, (c0 + j) / kPackRows), kt.ld(b), s + j, kBlockK, false);
       // Softcap, ALiBi and partial masks take the general path; full plain
       // tiles fold the scale into the max and exp passes.
       const bool plain = ctx.softcap <= 0.f && !ctx.alibi && p.softmax_scale > 0.f &&
@@ -137,12 +137,13 @@ struct Forward {
         }
         if constexpr (kBf16) k.to_bf16(sr, w.p.data() + r * kBlockK, nc, nc_p);
       }
+      // One product over the whole step: natural packs run on across tiles.
+      const PT* pa;
+      if constexpr (kBf16) pa = w.p.data();
+      else pa = s;
+      product(mr, dv_p, nc_p, pa, kBlockK, vn.tile(b, hk, c0 / kPackRows), vn.ld(b), w.o.data(), dv_p, true);
       for (int64_t j = 0; j < nc; j += kPackRows) {
         const int64_t t = (c0 + j) / kPackRows, n = std::min(kPackRows, nc - j);
-        const PT* pa;
-        if constexpr (kBf16) pa = w.p.data() + j;
-        else pa = s + j;
-        product(mr, dv_p, padded<PT>(n), pa, kBlockK, vn.tile(b, hk, t), vn.ld(), w.o.data(), dv_p, true);
         // NaN/inf in V reach only the rows that see them (pack.h).
         if (!vn.tile_finite(b, hk, t))
           add_nonfinite<Elem>(vv, sl, false, b, hk, c0 + j, n, dv, s + j, kBlockK, nr, w.o.data(), dv_p,

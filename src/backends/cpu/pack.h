@@ -52,14 +52,24 @@ struct Packed {
   int64_t tiles = 0, heads = 0, dim = 0, tile_elems = 0;
   PackKind kind = PackKind::natural;
 
-  // B operand's leading dimension (fp32) or panel stride (bf16) of a tile.
-  int64_t ld() const {
-    if constexpr (sizeof(PT) == 2) return kind == PackKind::transposed ? padded<PT>(dim) * 16 : kPackRows * 16;
+  // bf16 natural packs are panel-major over a whole (sequence, head): each
+  // 16-column panel holds every row of the sequence, so one product can run
+  // over several consecutive tiles (P V over 128 keys).
+  bool panel_major() const { return sizeof(PT) == 2 && kind == PackKind::natural; }
+  // B operand's leading dimension (fp32) or panel stride (bf16) of sequence b's tiles.
+  int64_t ld(int64_t b) const {
+    if (panel_major()) return (tile0[b + 1] - tile0[b]) * kPackRows * 16;
+    if constexpr (sizeof(PT) == 2) return padded<PT>(dim) * 16;
     return kind == PackKind::transposed ? kPackRows : dim;
   }
   int64_t index(int64_t b, int64_t h, int64_t t) const { return h * tiles + tile0[b] + t; }
   PT* base() const { return static_cast<PT*>(buf.data()); }
-  const PT* tile(int64_t b, int64_t h, int64_t t) const { return base() + index(b, h, t) * tile_elems; }
+  // Tile t of head h of sequence b (its first panel, when panel-major). Tiles
+  // t and t + 1 are consecutive in k for natural packs.
+  PT* tile(int64_t b, int64_t h, int64_t t) const {
+    if (panel_major()) return base() + index(b, h, 0) * tile_elems + t * kPackRows * 16;
+    return base() + index(b, h, t) * tile_elems;
+  }
   bool tile_finite(int64_t b, int64_t h, int64_t t) const { return finite[index(b, h, t)] != 0; }
 };
 
@@ -112,10 +122,16 @@ void pack_tile(Packed<PT>& pk, const HeadView& src, const SeqLen& sl, bool q_sid
   const int64_t dim = pk.dim, dp = padded<PT>(dim);
   const int64_t r0 = t * kPackRows;
   const int64_t rows = std::min(kPackRows, (q_side ? sl.seqlen_q : sl.seqlen_k) - r0);
-  PT* dst = pk.base() + pk.index(b, h, t) * pk.tile_elems;
+  PT* dst = pk.tile(b, h, t);
+  const int64_t ld = pk.ld(b);
   // Zero only what the rows below leave: padded rows and padded columns.
-  if (rows < kPackRows || dp != dim)
-    std::memset(static_cast<void*>(dst), 0, static_cast<size_t>(pk.tile_elems) * sizeof(PT));
+  if (rows < kPackRows || dp != dim) {
+    if (pk.panel_major())
+      for (int64_t p0 = 0; p0 < dp; p0 += 16)
+        std::memset(static_cast<void*>(dst + (p0 / 16) * ld), 0, kPackRows * 16 * sizeof(PT));
+    else
+      std::memset(static_cast<void*>(dst), 0, static_cast<size_t>(pk.tile_elems) * sizeof(PT));
+  }
   bool finite = true;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t off = q_side ? sl.q_row(b, src.batch_stride, src.row_stride, src.head_stride, h, r0 + r)
@@ -154,7 +170,7 @@ void pack_tile(Packed<PT>& pk, const HeadView& src, const SeqLen& sl, bool q_sid
       } else {  // panel d/16, pair r/2, column d%16
         PT* base = dst + (r / 2) * 32 + (r % 2);
         for (int64_t d0 = 0; d0 < dim; d0 += 16) {
-          PT* panel = base + (d0 / 16) * (kPackRows * 16);
+          PT* panel = base + (d0 / 16) * ld;
           const int64_t n = std::min<int64_t>(16, dim - d0);
           for (int64_t c = 0; c < n; ++c) panel[c * 2] = v[d0 + c];
         }

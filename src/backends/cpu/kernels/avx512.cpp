@@ -86,11 +86,12 @@ FA_AVX512 BlockFn block_for(int mr, int nv) {
 }
 
 // exp(x) to about 1 ulp: x = n ln2 + r with |r| <= ln2/2, a degree-7 polynomial
-// for exp(r) (the portable path's coefficients), 2^n applied with scalef. x below
-// -87.3 (and -inf) gives 0; NaN stays NaN. Callers pass x <= 0.
+// for exp(r) (the portable path's coefficients), 2^n applied with scalef, which
+// also underflows gracefully to 0. -inf gives 0 (exp(-104) is below the smallest
+// denormal); NaN stays NaN.
 FA_AVX512 FA_INLINE __m512 exp512(__m512 x) {
-  const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_NLT_UQ);
-  const __m512 xc = _mm512_min_ps(_mm512_set1_ps(88.f), x);  // NaN passes through
+  // Clamped to [-104, 88] (NaN passes through both: the second operand wins).
+  const __m512 xc = _mm512_min_ps(_mm512_set1_ps(88.f), _mm512_max_ps(_mm512_set1_ps(-104.f), x));
   const __m512 fn = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(fn, _mm512_set1_ps(0.693359375f), xc);
@@ -103,7 +104,7 @@ FA_AVX512 FA_INLINE __m512 exp512(__m512 x) {
   y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
   y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), r);
   y = _mm512_add_ps(y, _mm512_set1_ps(1.f));
-  return _mm512_maskz_mov_ps(keep, _mm512_scalef_ps(y, fn));
+  return _mm512_scalef_ps(y, fn);
 }
 
 FA_AVX512 FA_INLINE float max_or_nan(__m512 mx, __mmask16 nan) {
