@@ -106,21 +106,13 @@ TEST_P(CpuKernels, RowOps) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   for (int64_t n : {1, 15, 16, 17, 64, 100, 128}) {
     auto x = random_floats(n, uint32_t(n));
-    // max, with and without the scale folded in
+    // max; a NaN anywhere makes it NaN
     float want = -inf;
     for (float v : x) want = std::max(want, v);
     EXPECT_EQ(k().row_max(x.data(), n), want);
     auto y = x;
-    EXPECT_EQ(k().scale_max(y.data(), n, 0.5f), want * 0.5f);
-    for (int64_t j = 0; j < n; ++j) ASSERT_EQ(y[j], x[j] * 0.5f);
-    // a NaN anywhere makes the max NaN
-    y = x;
     y[n / 2] = nan;
     EXPECT_TRUE(std::isnan(k().row_max(y.data(), n)));
-    EXPECT_FALSE(k().all_finite(y.data(), n));
-    y[n / 2] = -inf;
-    EXPECT_FALSE(k().all_finite(y.data(), n));
-    EXPECT_TRUE(k().all_finite(x.data(), n));
     // exp(scale x - m): about an ulp; -inf gives exactly 0, even with a NaN m
     y = x;
     y[0] = -inf;
@@ -150,14 +142,10 @@ TEST_P(CpuKernels, RowOps) {
     auto dp = random_floats(n, 9);
     dp[0] = nan;  // a zero p keeps its gradient exactly 0
     const auto dp0 = dp;
-    auto dp2 = dp;
-    k().softmax_grad_row(p.data(), dp.data(), n, 0.25f, 2.f);
-    k().softmax_grad_vec(p.data(), dp2.data(), std::vector<float>(n, 0.25f).data(), n, 2.f);
+    k().softmax_grad_vec(p.data(), dp.data(), std::vector<float>(n, 0.25f).data(), n, 2.f);
     EXPECT_EQ(dp[0], 0.f);
-    for (int64_t j = 0; j < n; ++j) {
-      ASSERT_EQ(dp[j], dp2[j]) << j;
-      if (j > 0) ASSERT_NEAR(dp[j], double(p[j]) * (dp0[j] - 0.25) * 2.0, 1e-6 * (1 + std::fabs(dp[j]))) << j;
-    }
+    for (int64_t j = 1; j < n; ++j)
+      ASSERT_NEAR(dp[j], double(p[j]) * (dp0[j] - 0.25) * 2.0, 1e-6 * (1 + std::fabs(dp[j]))) << j;
     // dot and scale
     double d = 0.0;
     for (int64_t j = 0; j < n; ++j) d += double(x[j]) * mv[j];

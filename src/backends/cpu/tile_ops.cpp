@@ -104,18 +104,6 @@ FA_CLONES float row_max(const float* x, int64_t n) {
   return m;
 }
 
-FA_CLONES bool all_finite(const float* x, int64_t n) {
-  // x - x is 0 for finite x and NaN for inf or NaN; one sum tells.
-  float lane[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) lane[l] += x[j + l] - x[j + l];
-  float s = 0.f;
-  for (; j < n; ++j) s += x[j] - x[j];
-  for (int l = 0; l < kLanes; ++l) s += lane[l];
-  return s == 0.f;
-}
-
 FA_CLONES float exp_sum(float* x, int64_t n, float scale, float m) {
   float lane[kLanes] = {};
   int64_t j = 0;
@@ -139,11 +127,6 @@ FA_CLONES void scale_row(float* x, int64_t n, float a) {
   for (int64_t j = 0; j < n; ++j) x[j] *= a;
 }
 
-FA_CLONES void softmax_grad_row(const float* p, float* dp, int64_t n, float d, float scale) {
-  // Exactly 0 where p is 0 (masked keys), even when dP there is not finite.
-  for (int64_t j = 0; j < n; ++j) dp[j] = p[j] == 0.f ? 0.f : p[j] * (dp[j] - d) * scale;
-}
-
 FA_CLONES float dot(const float* x, const float* y, int64_t n) {
   float lane[kLanes] = {};
   int64_t j = 0;
@@ -153,11 +136,6 @@ FA_CLONES float dot(const float* x, const float* y, int64_t n) {
   for (; j < n; ++j) s += x[j] * y[j];
   for (int l = 0; l < kLanes; ++l) s += lane[l];
   return s;
-}
-
-FA_CLONES float scale_max(float* x, int64_t n, float scale) {
-  scale_row(x, n, scale);
-  return row_max(x, n);
 }
 
 FA_CLONES void exp_sub_vec(float* x, const float* m, int64_t n) {
@@ -182,11 +160,9 @@ void to_bf16_vnni(const float* x, int64_t ldx, int64_t rows, int64_t rows_p, int
 }
 
 const Kernels& portable_kernels() {
-  static const Kernels k{Isa::portable, gemm_nn,     nullptr,          nullptr,
-                         nullptr,       scale_max,   row_max,          exp_sum,
-                         exp_sub_vec,   scale_row,   softmax_grad_row, softmax_grad_vec,
-                         dot,           all_finite,  to_bf16,
-                         to_bf16_vnni};
+  static const Kernels k{Isa::portable, gemm_nn,   nullptr,     nullptr,          nullptr,
+                         row_max,       exp_sum,   exp_sub_vec, scale_row,        softmax_grad_vec,
+                         dot,           to_bf16,   to_bf16_vnni};
   return k;
 }
 

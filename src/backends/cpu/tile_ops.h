@@ -14,20 +14,14 @@ void gemm_nn(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const
 
 // max_j x[j]; NaN if any x[j] is NaN (the row then comes out NaN).
 float row_max(const float* x, int64_t n);
-// True when no x[j] is NaN or inf.
-bool all_finite(const float* x, int64_t n);
 // x[j] = exp(scale * x[j] - m); returns the sum. A masked x[j] = -inf gives 0
 // whatever m is (also NaN); a NaN x[j] stays NaN.
 float exp_sum(float* x, int64_t n, float scale, float m);
 // x[j] *= a
 void scale_row(float* x, int64_t n, float a);
-// dp[j] = p[j] * (dp[j] - d) * scale, and exactly 0 where p[j] is 0
-// (the softmax backward of one row)
-void softmax_grad_row(const float* p, float* dp, int64_t n, float d, float scale);
 // sum_j x[j] * y[j]
 float dot(const float* x, const float* y, int64_t n);
 // The remaining entries of the kernel table (kernels.h says what they do).
-float scale_max(float* x, int64_t n, float scale);
 void exp_sub_vec(float* x, const float* m, int64_t n);
 void softmax_grad_vec(const float* p, float* dp, const float* d, int64_t n, float scale);
 void to_bf16(const float* x, uint16_t* y, int64_t n, int64_t n_pad);

@@ -130,20 +130,6 @@ FA_AVX512 void gemm_f32_avx512(int64_t M, int64_t N, int64_t K, const float* A, 
   }
 }
 
-FA_AVX512 float scale_max_avx512(float* x, int64_t n, float scale) {
-  const __m512 s = _mm512_set1_ps(scale);
-  __m512 mx = _mm512_set1_ps(-__builtin_inff());
-  __mmask16 nan = 0;
-  for (int64_t j = 0; j < n; j += kW) {
-    const __mmask16 m = tail_mask(n - j);
-    const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + j), s);
-    _mm512_mask_storeu_ps(x + j, m, v);
-    mx = _mm512_mask_max_ps(mx, m, mx, v);
-    nan |= _mm512_mask_cmp_ps_mask(m, v, v, _CMP_UNORD_Q);
-  }
-  return max_or_nan(mx, nan);
-}
-
 FA_AVX512 float row_max_avx512(const float* x, int64_t n) {
   __m512 mx = _mm512_set1_ps(-__builtin_inff());
   __mmask16 nan = 0;
@@ -190,18 +176,6 @@ FA_AVX512 void scale_row_avx512(float* x, int64_t n, float a) {
   }
 }
 
-FA_AVX512 void softmax_grad_row_avx512(const float* p, float* dp, int64_t n, float d, float scale) {
-  const __m512 dv = _mm512_set1_ps(d), s = _mm512_set1_ps(scale), zero = _mm512_setzero_ps();
-  for (int64_t j = 0; j < n; j += kW) {
-    const __mmask16 t = tail_mask(n - j);
-    const __m512 pv = _mm512_maskz_loadu_ps(t, p + j);
-    const __m512 g = _mm512_maskz_loadu_ps(t, dp + j);
-    const __mmask16 nz = _mm512_cmp_ps_mask(pv, zero, _CMP_NEQ_UQ);  // exactly 0 where p is 0
-    const __m512 r = _mm512_mul_ps(_mm512_mul_ps(pv, _mm512_sub_ps(g, dv)), s);
-    _mm512_mask_storeu_ps(dp + j, t, _mm512_maskz_mov_ps(nz, r));
-  }
-}
-
 FA_AVX512 void softmax_grad_vec_avx512(const float* p, float* dp, const float* d, int64_t n,
                                        float scale) {
   const __m512 s = _mm512_set1_ps(scale), zero = _mm512_setzero_ps();
@@ -223,17 +197,6 @@ FA_AVX512 float dot_avx512(const float* x, const float* y, int64_t n) {
     acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(t, x + j), _mm512_maskz_loadu_ps(t, y + j), acc);
   }
   return _mm512_reduce_add_ps(acc);
-}
-
-FA_AVX512 bool all_finite_avx512(const float* x, int64_t n) {
-  // x - x is 0 for finite x and NaN for inf or NaN.
-  const __m512 zero = _mm512_setzero_ps();
-  for (int64_t j = 0; j < n; j += kW) {
-    const __mmask16 t = tail_mask(n - j);
-    const __m512 v = _mm512_maskz_loadu_ps(t, x + j);
-    if (_mm512_mask_cmp_ps_mask(t, _mm512_sub_ps(v, v), zero, _CMP_NEQ_UQ)) return false;
-  }
-  return true;
 }
 
 }  // namespace flashattn::detail::cpu::x86

@@ -15,15 +15,12 @@ Kernels avx512_table(Isa isa) {
                  nullptr,
                  nullptr,
                  nullptr,
-                 scale_max_avx512,
                  row_max_avx512,
                  exp_sum_avx512,
                  exp_sub_vec_avx512,
                  scale_row_avx512,
-                 softmax_grad_row_avx512,
                  softmax_grad_vec_avx512,
                  dot_avx512,
-                 all_finite_avx512,
                  portable_kernels().to_bf16,
                  portable_kernels().to_bf16_vnni};
 }

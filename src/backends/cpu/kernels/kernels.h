@@ -32,8 +32,6 @@ struct Kernels {
   void (*thread_begin)();
   void (*thread_end)();
 
-  // x *= scale, then max_j x[j] (NaN when any x[j] is NaN).
-  float (*scale_max)(float* x, int64_t n, float scale);
   // max_j x[j] (NaN when any x[j] is NaN).
   float (*row_max)(const float* x, int64_t n);
   // x[j] = exp(scale * x[j] - m), exactly 0 for x[j] = -inf (whatever m is);
@@ -44,14 +42,10 @@ struct Kernels {
   void (*exp_sub_vec)(float* x, const float* m, int64_t n);
   // x[j] *= a
   void (*scale_row)(float* x, int64_t n, float a);
-  // dp[j] = p[j] * (dp[j] - d) * scale, exactly 0 where p[j] is 0.
-  void (*softmax_grad_row)(const float* p, float* dp, int64_t n, float d, float scale);
   // dp[j] = p[j] * (dp[j] - d[j]) * scale, exactly 0 where p[j] is 0.
   void (*softmax_grad_vec)(const float* p, float* dp, const float* d, int64_t n, float scale);
   // sum_j x[j] y[j]
   float (*dot)(const float* x, const float* y, int64_t n);
-  // No x[j] is NaN or inf.
-  bool (*all_finite)(const float* x, int64_t n);
   // y[j] = bf16(x[j]) rounded to nearest even, for j < n; y[j] = 0 for n <= j < n_pad.
   void (*to_bf16)(const float* x, uint16_t* y, int64_t n, int64_t n_pad);
   // x (rows x cols_p, leading dimension ldx) rounded to bf16 as a B operand:

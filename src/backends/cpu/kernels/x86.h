@@ -12,15 +12,12 @@ namespace flashattn::detail::cpu::x86 {
 // avx512.cpp (AVX-512 F/BW/VL/DQ)
 void gemm_f32_avx512(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
                      int64_t ldb, float* C, int64_t ldc, bool accumulate);
-float scale_max_avx512(float* x, int64_t n, float scale);
 float row_max_avx512(const float* x, int64_t n);
 float exp_sum_avx512(float* x, int64_t n, float scale, float m);
 void exp_sub_vec_avx512(float* x, const float* m, int64_t n);
 void scale_row_avx512(float* x, int64_t n, float a);
-void softmax_grad_row_avx512(const float* p, float* dp, int64_t n, float d, float scale);
 void softmax_grad_vec_avx512(const float* p, float* dp, const float* d, int64_t n, float scale);
 float dot_avx512(const float* x, const float* y, int64_t n);
-bool all_finite_avx512(const float* x, int64_t n);
 
 // bf16_avx512.cpp (AVX512-BF16)
 void gemm_bf16_avx512(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
