@@ -201,6 +201,29 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   auto group_sync = [&]() { cutlass::arch::NamedBarrier::sync(128, 1 + group); };
 
   const int k0 = c0;  // first key of the block
+  // dQ is issued before dK, so its staging and reduce-add run under the dK
+  // product. (Overlapping them with the next step's S^T instead would leave a
+  // wgmma in flight across the loop's back edge, which ptxas serialises.)
+  // dQ partial sums of a step: registers -> staging tile (pairs of columns) ->
+  // TMA reduce-add. The previous reduce must have finished reading the tile.
+  auto reduce_dq = [&](const auto& acc_dq, int step) __attribute__((always_inline)) {
+    if (dq_leader) tma_store_wait<0>();
+    group_sync();
+    CUTE_UNROLL
+    for (int e = 0; e < size(acc_dq); e += 2)
+      *reinterpret_cast<float2*>(raw_pointer_cast(&tdQsdQ(e))) = make_float2(acc_dq(e), acc_dq(e + 1));
+    cutlass::arch::fence_view_async_shared();
+    group_sync();
+    if (dq_leader) {
+      const int h = step_head(step), m_block = step_mblock(step);
+      Tensor gdQ = local_tile(domain_offset(make_coord(int(sl.q_offset), _0{}), mdQ(_, _, h, bb)),
+                              Shape<Int<kBlockM>, Int<kDqCols>>{}, make_coord(m_block, kSplitN ? group : 0));
+      auto cta = args.tma_dq.get_slice(_0{});
+      copy(args.tma_dq, cta.partition_S(sdQ), cta.partition_D(gdQ));
+      tma_store_arrive();
+    }
+  };
+
   if (n_steps > 0) Barrier::wait(&smem.kv_full, 0);
   for (int step = 0; step < n_steps; ++step) {
     const int s = step % kStages, phase = (step / kStages) & 1;
@@ -208,14 +231,14 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     const int ds_buf = kSplitN ? step & 1 : 0;
 
     Tensor acc_s = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
-    Tensor acc_dp = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
     Barrier::wait(&smem.q_full[s], phase);
     wgmma_issue<true, false>(mma_sdp, tSrK, tSrQ(_, _, _, s), acc_s);
+    Tensor acc_dp = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
     Barrier::wait(&smem.do_full[s], phase);
     wgmma_issue<true, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, s), acc_dp);
 
     // P^T as soon as S^T lands (dP^T still running), then dV += P^T dO while
-    // dS^T is formed, then dK += dS^T Q while dS^T goes to shared memory.
+    // dS^T is formed and goes to shared memory; then dQ = dS K and dK += dS^T Q.
     const bool need_mask = !mask.tile_full(m0, min(m0 + kBlockM, seqlen_q), k0, k0 + kBlockN);
     Tensor sc = make_tensor(acc_s.data(), acc_rowcol(acc_s.layout()));
     Tensor dp = make_tensor(acc_dp.data(), acc_rowcol(acc_dp.layout()));
@@ -250,10 +273,15 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     Tensor rdS = make_tensor<Element>(acc_dp.layout());
     convert_into(acc_dp, rdS);
     Tensor tdKrdS = make_tensor(rdS.data(), acc_as_a(rdS.layout()));
-    wgmma_issue<false, true>(mma_dkv, tdKrdS, tdKrQ(_, _, _, s), acc_dk);
+    // dS^T to shared memory, two query columns (adjacent there) per store.
     Tensor tdSsdS_buf = tdSsdS(_, _, _, ds_buf);
     CUTE_UNROLL
-    for (int e = 0; e < size(rdS); ++e) tdSsdS_buf(e) = rdS(e);
+    for (int e = 0; e < size(rdS); e += 2) {
+      cutlass::Array<Element, 2> pair;
+      pair[0] = rdS(e);
+      pair[1] = rdS(e + 1);
+      *reinterpret_cast<cutlass::Array<Element, 2>*>(raw_pointer_cast(&tdSsdS_buf(e))) = pair;
+    }
     cutlass::arch::fence_view_async_shared();  // generic-proxy writes, read by wgmma
     if constexpr (kSplitN) cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads, 0);
     else group_sync();
@@ -261,27 +289,14 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kSplitN ? kHeadDim : kDqCols>>{});
     if constexpr (kSplitN) wgmma_issue<true, false>(mma_dq, tdQrdS(_, _, _, ds_buf), tdQrK, acc_dq);
     else wgmma_issue<true, false>(mma_dq, tdQrdS, tdQrK, acc_dq);
+    wgmma_issue<false, true>(mma_dkv, tdKrdS, tdKrQ(_, _, _, s), acc_dk);
+    warpgroup_wait<1>();  // dV and dQ are in; dK runs under dQ's reduce-add
+    warpgroup_fence_operand(acc_dq);
+    reduce_dq(acc_dq, step);
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc_dv);
     warpgroup_fence_operand(acc_dk);
-    warpgroup_fence_operand(acc_dq);
     Barrier::arrive(&smem.empty[s]);  // Q and dO of this stage are no longer read
-
-    // dQ partial sums: registers -> staging tile -> TMA reduce-add. The previous
-    // reduce must have finished reading the staging tile first.
-    if (dq_leader) tma_store_wait<0>();
-    group_sync();
-    CUTE_UNROLL
-    for (int e = 0; e < size(acc_dq); ++e) tdQsdQ(e) = acc_dq(e);
-    cutlass::arch::fence_view_async_shared();
-    group_sync();
-    if (dq_leader) {
-      Tensor gdQ = local_tile(domain_offset(make_coord(int(sl.q_offset), _0{}), mdQ(_, _, h, bb)),
-                              Shape<Int<kBlockM>, Int<kDqCols>>{}, make_coord(m_block, kSplitN ? group : 0));
-      auto cta = args.tma_dq.get_slice(_0{});
-      copy(args.tma_dq, cta.partition_S(sdQ), cta.partition_D(gdQ));
-      tma_store_arrive();
-    }
   }
   if (dq_leader) tma_store_wait<0>();
 
