@@ -351,15 +351,23 @@ TEST(CudaLarge, MoreThan2To31ElementsPerTensor) {
 
 // What the Hopper forward takes, decided on the host (no GPU needed): inputs whose
 // strides TMA cannot describe (broadcast, stride 0) and score modifiers go to sm80.
-TEST(CudaDispatch, HopperForwardTakesOnlyWhatTmaCanDescribe) {
-  fa::FwdParams p;
+// A bf16 [B=2, N=256, H, D=128] problem with 8 query and 2 kv heads, dO laid out
+// like Q: what the Hopper kernels take, for the dispatch tests to vary.
+fa::BwdParams hopper_problem() {
+  fa::BwdParams p;
   p.dtype = fa::DType::bf16;
   p.batch = 2, p.seqlen_q = p.seqlen_k = 256, p.heads_q = 8, p.heads_kv = 2;
   p.head_dim_qk = p.head_dim_v = 128;
-  p.q_row_stride = 8 * 128, p.q_head_stride = 128, p.q_batch_stride = 256 * 8 * 128;
+  p.q_row_stride = p.do_row_stride = 8 * 128, p.q_head_stride = p.do_head_stride = 128;
+  p.q_batch_stride = p.do_batch_stride = 256 * 8 * 128;
   p.k_row_stride = p.v_row_stride = 2 * 128, p.k_head_stride = p.v_head_stride = 128;
   p.k_batch_stride = p.v_batch_stride = 256 * 2 * 128;
   p.softmax_scale = 0.088f;
+  return p;
+}
+
+TEST(CudaDispatch, HopperForwardTakesOnlyWhatTmaCanDescribe) {
+  const fa::FwdParams p = hopper_problem();
 #if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_SM90_128_BF16)
   EXPECT_TRUE(fa::sm90::supports_forward(p));
 #endif
@@ -383,15 +391,7 @@ TEST(CudaDispatch, HopperForwardTakesOnlyWhatTmaCanDescribe) {
 // The Hopper backward: the same TMA rule (dO included), head dims 64/128, no
 // score modifiers, and not the deterministic mode (that is the sm80 path).
 TEST(CudaDispatch, HopperBackwardTakesOnlyWhatItImplements) {
-  fa::BwdParams p;
-  p.dtype = fa::DType::bf16;
-  p.batch = 2, p.seqlen_q = p.seqlen_k = 256, p.heads_q = 8, p.heads_kv = 2;
-  p.head_dim_qk = p.head_dim_v = 128;
-  p.q_row_stride = p.do_row_stride = 8 * 128, p.q_head_stride = p.do_head_stride = 128;
-  p.q_batch_stride = p.do_batch_stride = 256 * 8 * 128;
-  p.k_row_stride = p.v_row_stride = 2 * 128, p.k_head_stride = p.v_head_stride = 128;
-  p.k_batch_stride = p.v_batch_stride = 256 * 2 * 128;
-  p.softmax_scale = 0.088f;
+  const fa::BwdParams p = hopper_problem();
 #if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_SM90_BWD_128_BF16)
   EXPECT_TRUE(fa::sm90::supports_backward(p));
 #endif

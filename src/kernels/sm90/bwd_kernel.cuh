@@ -201,11 +201,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   auto group_sync = [&]() { cutlass::arch::NamedBarrier::sync(128, 1 + group); };
 
   const int k0 = c0;  // first key of the block
-  // dQ is issued before dK, so its staging and reduce-add run under the dK
-  // product. (Overlapping them with the next step's S^T instead would leave a
-  // wgmma in flight across the loop's back edge, which ptxas serialises.)
   // dQ partial sums of a step: registers -> staging tile (pairs of columns) ->
-  // TMA reduce-add. The previous reduce must have finished reading the tile.
+  // TMA reduce-add; the previous reduce must have finished reading the tile.
+  // dQ is issued before dK so that this runs under the dK product. (Running it
+  // under the next step's S^T instead would leave a wgmma in flight across the
+  // loop's back edge, which ptxas answers by serialising the wgmma pipeline.)
   auto reduce_dq = [&](const auto& acc_dq, int step) __attribute__((always_inline)) {
     if (dq_leader) tma_store_wait<0>();
     group_sync();
@@ -286,7 +286,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     if constexpr (kSplitN) cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads, 0);
     else group_sync();
 
-    Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kSplitN ? kHeadDim : kDqCols>>{});
+    Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
     if constexpr (kSplitN) wgmma_issue<true, false>(mma_dq, tdQrdS(_, _, _, ds_buf), tdQrK, acc_dq);
     else wgmma_issue<true, false>(mma_dq, tdQrdS, tdQrK, acc_dq);
     wgmma_issue<false, true>(mma_dkv, tdKrdS, tdKrQ(_, _, _, s), acc_dk);
