@@ -1,34 +1,39 @@
 #!/usr/bin/env bash
-# One device call: GPU tests, compute-sanitizer on small cases, benchmark.
+# One device call: GPU tests, compute-sanitizer on small cases, benchmark. Every
+# step has its own time limit, so a hang costs that step, not the call.
 # Usage (on the GPU machine): scripts/gpu_session.sh BIN_DIR OUT_DIR [bench args...]
 # BIN_DIR holds flashattn_tests, flashattn (the CLI) and libflashattn_bench_shim.so
-# built for sm_90a.
+# built for sm_90a. Logs go to OUT_DIR/logs.tar.gz (few files come back from a
+# device call), the benchmark to OUT_DIR/bench.{json,png}.
 set -uo pipefail
 bin=$1; out=$2; shift 2
-mkdir -p "$out"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$out/gpu.txt"
-echo "== GPU tests"
-"$bin/flashattn_tests" --gtest_filter='*Cuda*' --gtest_brief=1 2>&1 | tee "$out/gpu_tests.log" | tail -15
-echo "== forward cases again on the portable kernel (the Hopper one is the default on H100/H200)"
-FLASHATTN_FORCE_SM80=1 "$bin/flashattn_tests" --gtest_filter='*CudaForward*:CudaGraph.*' --gtest_brief=1 2>&1 \
-  | tee "$out/gpu_tests_sm80.log" | tail -3
-echo "== flashattn check on the GPU"
-"$bin/flashattn" info
-"$bin/flashattn" check --backend cuda --trials 300 2>&1 | tee "$out/cli_check.log" | tail -3
-echo "== large tensors (2^31 elements each)"
-FLASHATTN_LARGE_TESTS=1 "$bin/flashattn_tests" --gtest_filter='CudaLarge.*' 2>&1 | tee "$out/gpu_large.log" | tail -4
-echo "== compute-sanitizer memcheck (small cases)"
-compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/flashattn_tests" \
-  --gtest_filter='HeadDims/Cuda*.*hdim64*:Varlen/Cuda*.*:CudaGraph.*' --gtest_brief=1 \
-  > "$out/sanitizer_memcheck.log" 2>&1; echo "memcheck exit $?"; tail -4 "$out/sanitizer_memcheck.log"
-echo "== compute-sanitizer racecheck"
-compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/flashattn_tests" \
-  --gtest_filter='HeadDims/Cuda*.*hdim128_causal*:Masks/Cuda*.*causal*bf16*' --gtest_brief=1 \
-  > "$out/sanitizer_racecheck.log" 2>&1; echo "racecheck exit $?"; tail -4 "$out/sanitizer_racecheck.log"
-echo "== compute-sanitizer synccheck (Hopper forward: mbarriers, named barriers)"
-compute-sanitizer --tool synccheck --error-exitcode 9 "$bin/flashattn_tests" \
-  --gtest_filter='Hopper/CudaForward.*hdim128*:Hopper/CudaForward.*hdim64_window*' --gtest_brief=1 \
-  > "$out/sanitizer_synccheck.log" 2>&1; echo "synccheck exit $?"; tail -4 "$out/sanitizer_synccheck.log"
+logs=$(mktemp -d)/logs
+mkdir -p "$out" "$logs"
+step() {  # step NAME SECONDS COMMAND...: run with a limit, log, print the tail
+  local name=$1 limit=$2; shift 2
+  echo "== $name"
+  timeout "$limit" "$@" > "$logs/$name.log" 2>&1
+  local rc=$?
+  [ $rc -eq 124 ] && echo "TIMED OUT after ${limit}s (last test started: $(grep '^\[ RUN' "$logs/$name.log" | tail -1))"
+  grep -E "PASSED|FAILED|ERROR SUMMARY|tests ran|trials" "$logs/$name.log" | tail -4
+  return 0
+}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$logs/gpu.txt"
+# Hopper cases first and alone: the newest kernels are the likeliest to hang.
+step hopper_tests 180 "$bin/flashattn_tests" --gtest_filter='Hopper/Cuda*:CudaDispatch.*'
+step gpu_tests 400 "$bin/flashattn_tests" --gtest_filter='*Cuda*'
+step gpu_tests_sm80 300 env FLASHATTN_FORCE_SM80=1 "$bin/flashattn_tests" \
+  --gtest_filter='*CudaForward*:*CudaBackward*:CudaGraph.*'
+step cli_check 120 "$bin/flashattn" check --backend cuda --trials 300
+step gpu_large 200 env FLASHATTN_LARGE_TESTS=1 "$bin/flashattn_tests" --gtest_filter='CudaLarge.*'
+step memcheck 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/flashattn_tests" \
+  --gtest_filter='HeadDims/Cuda*.*hdim64*:Varlen/Cuda*.*:Hopper/Cuda*.*hdim64*:CudaGraph.*' --gtest_brief=1
+step racecheck 200 compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/flashattn_tests" \
+  --gtest_filter='HeadDims/Cuda*.*hdim128_causal*:Hopper/CudaBackward.*hdim128_full_bf16*' --gtest_brief=1
+step synccheck 200 compute-sanitizer --tool synccheck --error-exitcode 9 "$bin/flashattn_tests" \
+  --gtest_filter='Hopper/Cuda*.*hdim128_causal*:Hopper/Cuda*.*hdim64_window*' --gtest_brief=1
 echo "== benchmark"
-PYTHONUNBUFFERED=1 python3 bench/gpu/bench_gpu.py --shim "$bin/libflashattn_bench_shim.so" \
-  --sm80-too --deterministic --memory --json "$out/bench.json" --png "$out/bench.png" "$@" 2>&1 | tee "$out/bench.log"
+PYTHONUNBUFFERED=1 timeout 400 python3 bench/gpu/bench_gpu.py --shim "$bin/libflashattn_bench_shim.so" \
+  --sm80-too --deterministic --memory --json "$out/bench.json" --png "$out/bench.png" "$@" 2>&1 \
+  | tee "$logs/bench.log" | tail -40
+tar -czf "$out/logs.tar.gz" -C "$(dirname "$logs")" logs
