@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One device call: GPU tests, compute-sanitizer on small cases, benchmark. Every
 # step has its own time limit, so a hang costs that step, not the call.
-# Usage (on the GPU machine): scripts/gpu_session.sh BIN_DIR OUT_DIR [bench args...]
+# Usage (on the GPU machine): [STEPS="hopper_tests gpu_tests ..."] scripts/gpu_session.sh BIN_DIR OUT_DIR [bench args...]
+# STEPS picks steps (default: all, in order; "bench" is the benchmark): the
+# whole list takes longer than one 10-minute device call, so split it.
 # BIN_DIR holds flashattn_tests, flashattn (the CLI) and libflashattn_bench_shim.so
 # built for sm_90a. Logs go to OUT_DIR/logs.tar.gz (few files come back from a
 # device call), the benchmark to OUT_DIR/bench.{json,png}.
@@ -9,8 +11,10 @@ set -uo pipefail
 bin=$1; out=$2; shift 2
 logs=$(mktemp -d)/logs
 mkdir -p "$out" "$logs"
+steps=" ${STEPS:-hopper_tests gpu_tests gpu_tests_sm80 cli_check gpu_large memcheck racecheck synccheck bench} "
 step() {  # step NAME SECONDS COMMAND...: run with a limit, log, print the tail
   local name=$1 limit=$2; shift 2
+  [[ $steps == *" $name "* ]] || return 0
   echo "== $name"
   timeout "$limit" "$@" > "$logs/$name.log" 2>&1
   local rc=$?
@@ -20,9 +24,9 @@ step() {  # step NAME SECONDS COMMAND...: run with a limit, log, print the tail
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$logs/gpu.txt"
 # Hopper cases first and alone: the newest kernels are the likeliest to hang.
-step hopper_tests 180 "$bin/flashattn_tests" --gtest_filter='Hopper/Cuda*:CudaDispatch.*'
-step gpu_tests 400 "$bin/flashattn_tests" --gtest_filter='*Cuda*'
-step gpu_tests_sm80 300 env FLASHATTN_FORCE_SM80=1 "$bin/flashattn_tests" \
+step hopper_tests 500 "$bin/flashattn_tests" --gtest_filter='Hopper/Cuda*:CudaDispatch.*'
+step gpu_tests 550 "$bin/flashattn_tests" --gtest_filter='*Cuda*'
+step gpu_tests_sm80 500 env FLASHATTN_FORCE_SM80=1 "$bin/flashattn_tests" \
   --gtest_filter='*CudaForward*:*CudaBackward*:CudaGraph.*'
 step cli_check 120 "$bin/flashattn" check --backend cuda --trials 300
 step gpu_large 200 env FLASHATTN_LARGE_TESTS=1 "$bin/flashattn_tests" --gtest_filter='CudaLarge.*'
@@ -32,7 +36,7 @@ step racecheck 200 compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/f
   --gtest_filter='HeadDims/Cuda*.*hdim128_causal*:Hopper/CudaBackward.*hdim128_full_bf16*' --gtest_brief=1
 step synccheck 200 compute-sanitizer --tool synccheck --error-exitcode 9 "$bin/flashattn_tests" \
   --gtest_filter='Hopper/Cuda*.*hdim128_causal*:Hopper/Cuda*.*hdim64_window*' --gtest_brief=1
-echo "== benchmark"
+[[ $steps == *" bench "* ]] && echo "== benchmark" &&
 PYTHONUNBUFFERED=1 timeout 400 python3 bench/gpu/bench_gpu.py --shim "$bin/libflashattn_bench_shim.so" \
   --sm80-too --deterministic --memory --json "$out/bench.json" --png "$out/bench.png" "$@" 2>&1 \
   | tee "$logs/bench.log" | tail -40
