@@ -33,7 +33,7 @@ step() {  # step NAME SECONDS COMMAND...: run with a limit in $shards shards, lo
   cat "$logs/$name".*.log > "$logs/$name.log" && rm "$logs/$name".*.log
   local passed failed
   passed=$(grep -hoE '^\[  PASSED  \] [0-9]+' "$logs/$name.log" | awk '{s += $4} END {print s + 0}')
-  echo "passed: $passed tests in $shards shards"
+  if [ "$passed" -gt 0 ]; then echo "passed: $passed tests in $shards shards"; else tail -2 "$logs/$name.log"; fi
   grep -hE '^\[  FAILED  \] [A-Za-z].*\(' "$logs/$name.log" | sort -u | head -20
   grep -hE "ERROR SUMMARY" "$logs/$name.log" | sort | uniq -c
   return 0
