@@ -1,5 +1,6 @@
 #include "backends/cpu/workspace.h"
 
+#include <cstdlib>
 #include <mutex>
 #include <new>
 #include <vector>
@@ -13,12 +14,23 @@ struct Block {
 };
 
 std::mutex g_mu;
-std::vector<Block> g_free;  // cached blocks, at most Workspace::kKeepBytes in all
+std::vector<Block> g_free;  // cached blocks, at most Workspace::keep_bytes() in all
 size_t g_free_bytes = 0;
 
 void free_block(const Block& b) { ::operator delete(b.ptr, std::align_val_t(64)); }
 
 }  // namespace
+
+size_t Workspace::keep_bytes() {
+  static const size_t keep = [] {
+    const char* mb = std::getenv("FLASHATTN_CPU_WORKSPACE_MB");
+    if (mb == nullptr || *mb == '\0') return kKeepBytes;
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(mb, &end, 10);
+    return *end == '\0' ? static_cast<size_t>(v) << 20 : kKeepBytes;  // unparsable: default
+  }();
+  return keep;
+}
 
 void Workspace::acquire(size_t bytes) {
   release();
@@ -53,7 +65,7 @@ void Workspace::release() {
     g_free_bytes += mine.cap;
     // Over the limit: drop the smallest blocks first (the large ones are the
     // expensive ones to fault in again), then this one if still over.
-    while (g_free_bytes > kKeepBytes && !g_free.empty()) {
+    while (g_free_bytes > keep_bytes() && !g_free.empty()) {
       size_t smallest = 0;
       for (size_t i = 1; i < g_free.size(); ++i)
         if (g_free[i].cap < g_free[smallest].cap) smallest = i;
