@@ -86,50 +86,44 @@ struct ScoreContext {
   // masked entries to -inf.
   void apply(float* s, int64_t ld, int64_t r0, int64_t nr, int64_t c0, int64_t nc,
              float* tanh_out) const {
-    if (softcap > 0.f) {
-      const float inv = 1.f / softcap;
-      for (int64_t r = 0; r < nr; ++r)
-        for (int64_t j = 0; j < nc; ++j) {
-          const float t = std::tanh(s[r * ld + j] * inv);
-          s[r * ld + j] = softcap * t;
-          if (tanh_out) tanh_out[r * ld + j] = t;
-        }
-    }
-    if (alibi)
-      for (int64_t r = 0; r < nr; ++r)
-        for (int64_t j = 0; j < nc; ++j)
-          s[r * ld + j] += alibi_bias(slope, r0 + r, c0 + j, mask.seqlen_q, mask.seqlen_k);
-    if (!mask.tile_full(r0, r0 + nr, c0, c0 + nc))
-      for (int64_t r = 0; r < nr; ++r) {
-        const int64_t lo = mask.col_begin(r0 + r) - c0, hi = mask.col_end(r0 + r) - c0;
-        for (int64_t j = 0; j < nc; ++j)
-          if (j < lo || j >= hi) s[r * ld + j] = kNegInf;
-      }
+    apply_lines<false>(s, ld, r0, nr, c0, nc, tanh_out);
   }
 
   // apply() on a transposed tile: s[j * ld + r] for keys c0 + j (j < nc) and
   // rows r0 + r (r < nr), as the backward's key-major pass holds it.
   void apply_t(float* s, int64_t ld, int64_t r0, int64_t nr, int64_t c0, int64_t nc,
                float* tanh_out) const {
-    if (softcap > 0.f) {
-      const float inv = 1.f / softcap;
-      for (int64_t j = 0; j < nc; ++j)
-        for (int64_t r = 0; r < nr; ++r) {
-          const float t = std::tanh(s[j * ld + r] * inv);
-          s[j * ld + r] = softcap * t;
-          if (tanh_out) tanh_out[j * ld + r] = t;
+    apply_lines<true>(s, ld, r0, nr, c0, nc, tanh_out);
+  }
+
+  // Both layouts, one contiguous line at a time: a line is one query row
+  // (kKeyMajor false) or one key (true) of the tile.
+  template <bool kKeyMajor>
+  void apply_lines(float* s, int64_t ld, int64_t r0, int64_t nr, int64_t c0, int64_t nc,
+                   float* tanh_out) const {
+    const int64_t lines = kKeyMajor ? nc : nr, len = kKeyMajor ? nr : nc;
+    const bool masked = !mask.tile_full(r0, r0 + nr, c0, c0 + nc);
+    const float inv = softcap > 0.f ? 1.f / softcap : 0.f;
+    for (int64_t o = 0; o < lines; ++o) {
+      float* x = s + o * ld;
+      if (softcap > 0.f)
+        for (int64_t e = 0; e < len; ++e) {
+          const float t = std::tanh(x[e] * inv);
+          x[e] = softcap * t;
+          if (tanh_out) tanh_out[o * ld + e] = t;
         }
-    }
-    if (alibi)
-      for (int64_t j = 0; j < nc; ++j)
-        for (int64_t r = 0; r < nr; ++r)
-          s[j * ld + r] += alibi_bias(slope, r0 + r, c0 + j, mask.seqlen_q, mask.seqlen_k);
-    if (!mask.tile_full(r0, r0 + nr, c0, c0 + nc))
-      for (int64_t j = 0; j < nc; ++j) {
-        const int64_t lo = mask.row_begin(c0 + j) - r0, hi = mask.row_end(c0 + j) - r0;
-        for (int64_t r = 0; r < nr; ++r)
-          if (r < lo || r >= hi) s[j * ld + r] = kNegInf;
+      if (alibi)
+        for (int64_t e = 0; e < len; ++e)
+          x[e] += kKeyMajor ? alibi_bias(slope, r0 + e, c0 + o, mask.seqlen_q, mask.seqlen_k)
+                            : alibi_bias(slope, r0 + o, c0 + e, mask.seqlen_q, mask.seqlen_k);
+      if (masked) {
+        // Visible part of this line, in line coordinates.
+        const int64_t lo = kKeyMajor ? mask.row_begin(c0 + o) - r0 : mask.col_begin(r0 + o) - c0;
+        const int64_t hi = kKeyMajor ? mask.row_end(c0 + o) - r0 : mask.col_end(r0 + o) - c0;
+        for (int64_t e = 0; e < len; ++e)
+          if (e < lo || e >= hi) x[e] = kNegInf;
       }
+    }
   }
 
   // dropout_row() on a transposed tile (x[j * ld + r]), one Philox call per
