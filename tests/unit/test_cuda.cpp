@@ -132,6 +132,11 @@ std::vector<Case> hopper_cases() {
                         .dims(d, d).causal_mask());
     cases.push_back(Case(n + "packed_window_empty").packed({0, 50, 200}, {9, 0, 333}).heads(2, 2)
                         .dims(d, d).win(40, 7));
+    cases.push_back(Case(n + "softcap").seq(300, 300).heads(2, 2).dims(d, d).cap(5.f).magnitude(3.f));
+    cases.push_back(Case(n + "alibi_causal").batch(2).seq(257, 300).heads(4, 2).dims(d, d).causal_mask()
+                        .slopes(Alibi::per_batch_head));
+    cases.push_back(Case(n + "softcap_alibi_packed").packed({70, 1, 200}, {90, 130, 150}).heads(2, 1)
+                        .dims(d, d).cap(8.f).slopes(Alibi::per_head).win(50, 20));
   }
   return in_dtypes(cases, {DType::f16, DType::bf16});
 }
@@ -349,8 +354,6 @@ TEST(CudaLarge, MoreThan2To31ElementsPerTensor) {
   cudaFree(lse_d);
 }
 
-// What the Hopper forward takes, decided on the host (no GPU needed): inputs whose
-// strides TMA cannot describe (broadcast, stride 0) and score modifiers go to sm80.
 // A bf16 [B=2, N=256, H, D=128] problem with 8 query and 2 kv heads, dO laid out
 // like Q: what the Hopper kernels take, for the dispatch tests to vary.
 fa::BwdParams hopper_problem() {
@@ -362,10 +365,13 @@ fa::BwdParams hopper_problem() {
   p.q_batch_stride = p.do_batch_stride = 256 * 8 * 128;
   p.k_row_stride = p.v_row_stride = 2 * 128, p.k_head_stride = p.v_head_stride = 128;
   p.k_batch_stride = p.v_batch_stride = 256 * 2 * 128;
+  p.o_row_stride = p.q_row_stride, p.o_head_stride = p.q_head_stride, p.o_batch_stride = p.q_batch_stride;
   p.softmax_scale = 0.088f;
   return p;
 }
 
+// What the Hopper forward takes, decided on the host (no GPU needed): inputs whose
+// strides TMA cannot describe (broadcast, stride 0; O included) and dropout go to sm80.
 TEST(CudaDispatch, HopperForwardTakesOnlyWhatTmaCanDescribe) {
   const fa::FwdParams p = hopper_problem();
 #if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_SM90_128_BF16)
@@ -377,9 +383,17 @@ TEST(CudaDispatch, HopperForwardTakesOnlyWhatTmaCanDescribe) {
   fa::FwdParams batch_broadcast = p;
   batch_broadcast.v_batch_stride = 0;
   EXPECT_FALSE(fa::sm90::supports_forward(batch_broadcast));
-  fa::FwdParams softcap = p;
+  fa::FwdParams out_no_stride = p;  // O leaves through a TMA store too
+  out_no_stride.o_head_stride = 0;
+  EXPECT_FALSE(fa::sm90::supports_forward(out_no_stride));
+  fa::FwdParams softcap = p;  // score modifiers run on the Hopper kernel; dropout does not
   softcap.softcap = 30.f;
-  EXPECT_FALSE(fa::sm90::supports_forward(softcap));
+#if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_SM90_128_BF16)
+  EXPECT_TRUE(fa::sm90::supports_forward(softcap));
+#endif
+  fa::FwdParams dropout = p;
+  dropout.dropout_p = 0.1f;
+  EXPECT_FALSE(fa::sm90::supports_forward(dropout));
   fa::FwdParams odd_dim = p;
   odd_dim.head_dim_qk = odd_dim.head_dim_v = 96;
   EXPECT_FALSE(fa::sm90::supports_forward(odd_dim));
@@ -412,9 +426,11 @@ TEST(CudaDispatch, HopperBackwardTakesOnlyWhatItImplements) {
   causal.window_right = 0;
   EXPECT_TRUE(fa::sm90::supports_backward(causal));
 #endif
-  fa::BwdParams window = p;  // sliding windows: sm80 until their GPU run
+#if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_SM90_BWD_128_BF16)
+  fa::BwdParams window = p;
   window.window_left = 64, window.window_right = 0;
-  EXPECT_FALSE(fa::sm90::supports_backward(window));
+  EXPECT_TRUE(fa::sm90::supports_backward(window));
+#endif
 }
 
 }  // namespace

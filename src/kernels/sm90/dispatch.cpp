@@ -96,20 +96,23 @@ bool tma_ok(const FwdParams& p, std::initializer_list<Strides> tensors) {
 }  // namespace
 
 bool supports_forward(const FwdParams& p) {
+  // O leaves through a TMA store too. The persistent scheduler numbers (query
+  // tile, head, batch) tiles with 32-bit ints (128-row tiles at the least).
+  // Softcap and ALiBi run here; dropout stays on sm80.
+  const int64_t tiles = (p.seqlen_q + 127) / 128 * p.heads_q * p.batch;
   return compiled<Kind::fwd>(p.dtype, int(p.head_dim_qk)) && p.head_dim_v == p.head_dim_qk &&
-         !detail::needs_score_mods(p) &&
+         !(p.dropout_p > 0.f) && tiles < (int64_t(1) << 30) &&
          tma_ok(p, {{p.q_row_stride, p.q_head_stride, p.q_batch_stride},
                     {p.k_row_stride, p.k_head_stride, p.k_batch_stride},
-                    {p.v_row_stride, p.v_head_stride, p.v_batch_stride}});
+                    {p.v_row_stride, p.v_head_stride, p.v_batch_stride},
+                    {p.o_row_stride, p.o_head_stride, p.o_batch_stride}});
 }
 
+// Score modifiers (softcap, ALiBi), dropout and the deterministic mode use the
+// sm80 backward.
 bool supports_backward(const BwdParams& p) {
-  // Only what has passed on a GPU so far: fixed-length batches with no mask or
-  // a causal one (sliding windows and packed batches use the same kernel code
-  // but wait for their GPU run; they take the sm80 backward until then).
-  const bool verified = !p.is_varlen() && p.window_left < 0 && p.window_right <= 0;
   return compiled<Kind::bwd>(p.dtype, int(p.head_dim_qk)) && p.head_dim_v == p.head_dim_qk &&
-         verified && !detail::needs_score_mods(p) && !p.deterministic &&
+         !detail::needs_score_mods(p) && !p.deterministic &&
          tma_ok(p, {{p.q_row_stride, p.q_head_stride, p.q_batch_stride},
                     {p.k_row_stride, p.k_head_stride, p.k_batch_stride},
                     {p.v_row_stride, p.v_head_stride, p.v_batch_stride},

@@ -1,15 +1,22 @@
-// The Hopper forward kernel (sm90a): TMA loads, wgmma products, warp-specialised.
-//   producer warp group: one thread issues the TMA copies of Q (once) and of the
-//     K and V tiles into a ring of shared-memory stages; each stage has a "full"
-//     mbarrier (TMA transaction bytes) and an "empty" one (released by consumers);
+// The Hopper forward kernel (sm90a): TMA loads, wgmma products, warp-specialised,
+// persistent.
+//   producer warp group: one thread walks the block's tiles (fwd_scheduler.cuh)
+//     and issues the TMA copies of each tile's Q and of its K and V tiles into a
+//     ring of shared-memory stages; each buffer has a "full" mbarrier (TMA
+//     transaction bytes) and an "empty" one (released by the consumers). The ring
+//     and Q run ahead across tiles: the next tile's Q and first K/V land while
+//     the consumers finish the current tile and write its output.
 //   consumer warp groups (64 query rows each): S = Q K^T from shared memory, the
 //     mask and online softmax in registers, P converted in registers to the A
-//     operand of O += P V (V from shared memory), then the epilogue. Within a
-//     group, S of tile i is issued with P V of tile i-1 and the softmax of tile i
-//     overlaps that P V; across the two groups, named barriers alternate their
-//     wgmma issue (pingpong), so one group's softmax hides under the other's
-//     products.
+//     operand of O += P V (V from shared memory), then the epilogue: O through
+//     shared memory and a TMA store, LSE straight to memory. Within a group, S of
+//     key tile i is issued with P V of key tile i-1 and the softmax of tile i
+//     overlaps that P V; across the groups, named barriers hand the right to
+//     issue wgmma round the groups (pingpong), so one group's softmax or epilogue
+//     hides under the others' products.
 // Registers move from the producer to the consumers with setmaxnreg.
+// Building with FLASHATTN_SM90_HANG_CHECK turns any hang into a report and a
+// trap (hang_check.cuh).
 #pragma once
 
 #include <cmath>
@@ -23,6 +30,8 @@
 #include "kernels/common/mask.h"
 #include "kernels/common/quad_reduce.cuh"
 #include "kernels/common/seqlen.h"
+#include "kernels/sm90/fwd_scheduler.cuh"
+#include "kernels/sm90/hang_check.cuh"
 #include "kernels/sm90/fwd_traits.h"
 #include "kernels/sm90/mma_utils.cuh"
 
@@ -30,48 +39,66 @@ namespace flashattn::sm90 {
 
 using detail::FwdKernelParams;
 
-// What the kernel receives: the call's parameters and the three TMA descriptors.
+// What the kernel receives: the call's parameters and the TMA descriptors.
 template <typename Traits>
 struct FwdArgs {
   FwdKernelParams p;
   typename Traits::TmaQ tma_q;
   typename Traits::TmaKV tma_k;
   typename Traits::TmaKV tma_v;
+  typename Traits::TmaO tma_o;
+};
+
+// Position in a ring of mbarrier-guarded buffers. It runs on across tiles, so
+// each barrier's phase parity stays in step with its completions.
+template <int kStages>
+struct PipeState {
+  int stage = 0;
+  uint32_t phase = 0;
+  __device__ __forceinline__ void advance() {
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
 };
 
 using detail::quad_max;
 using detail::quad_sum;
 
-template <typename Traits>
+// kMods: the contract's score modifiers (softcap, ALiBi; also a non-positive
+// scale) run on every score before the mask; the scale is then applied here and
+// p.scale_log2 is log2(e). Without them the scale is folded into exp2.
+template <typename Traits, bool kMods>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     fwd_kernel(const __grid_constant__ FwdArgs<Traits> args) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Element = typename Traits::Element;
   using Barrier = cutlass::arch::ClusterTransactionBarrier;
+  using NamedBarrier = cutlass::arch::NamedBarrier;
+  using Tile = FwdTile<Traits::kBlockM, Traits::kBlockN>;
   constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kHeadDim = Traits::kHeadDim;
-  constexpr int kStages = Traits::kStages;
+  constexpr int kStages = Traits::kStages, kGroups = Traits::kConsumerGroups, kGroupRows = Traits::kGroupRows;
   const FwdKernelParams& p = args.p;
   extern __shared__ __align__(1024) char smem_raw[];
   auto& smem = *reinterpret_cast<typename Traits::SharedStorage*>(smem_raw);
-
-  const bool reverse = p.window_right >= 0;  // causal-like: longer query tiles first
-  const int m_block = reverse ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-  const int h = blockIdx.y, b = blockIdx.z;
-  const int hk = h / int(p.heads_q / p.heads_kv);
-  const detail::SeqLen sl(p, b);
-  const int seqlen_q = int(sl.seqlen_q), seqlen_k = int(sl.seqlen_k);
-  const int m0 = m_block * kBlockM;
-  if (m0 >= seqlen_q) return;  // packed: a sequence shorter than the longest
-  const detail::Mask mask(seqlen_q, seqlen_k, p.window_left, p.window_right);
-  const int m_end = min(m0 + kBlockM, seqlen_q);
-  const int c_begin = int(mask.col_begin(m0)), c_end = int(mask.col_end(m_end - 1));
-  const int n_block_min = c_begin / kBlockN;
-  const int n_block_max = c_end > c_begin ? (c_end + kBlockN - 1) / kBlockN : n_block_min;
-  const int n_tiles = n_block_max - n_block_min;
+  const TileScheduler sched(p, kBlockM);
+  // Packed batches are one sequence of total rows to TMA; a sequence starts at
+  // its offset, and rows read past its end belong to masked keys or unstored rows.
+  const bool packed = p.cu_seqlens_q != nullptr;
+  const int batches = packed ? 1 : int(p.batch);
+  const int rows_q = int(packed ? p.total_q : p.seqlen_q), rows_k = int(packed ? p.total_k : p.seqlen_k);
 
   const int warp_group = threadIdx.x / 128;
+#ifdef FLASHATTN_SM90_HANG_CHECK
+  HangMarks* const marks = &smem.hang;
+#else
+  HangMarks* const marks = nullptr;
+#endif
   if (threadIdx.x == 0) {
+    hang_init(marks);
     Barrier::init(&smem.q_full, 1);
+    Barrier::init(&smem.q_empty, Traits::kConsumerThreads);
     CUTE_UNROLL
     for (int s = 0; s < kStages; ++s) {
       Barrier::init(&smem.k_full[s], 1);
@@ -89,45 +116,65 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   Tensor sVt = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutVt{});
 
   if (warp_group == 0) {
-    // Producer. Tiles are walked from the last key tile down, as the consumers do.
-    cutlass::arch::warpgroup_reg_dealloc<24>();
-    if (threadIdx.x != 0 || n_tiles == 0) return;
-    // Packed batches are one sequence of total rows to TMA; a sequence starts at
-    // its offset, and rows read past its end belong to masked keys or unstored rows.
-    const bool packed = p.cu_seqlens_q != nullptr;
-    const int batches = packed ? 1 : int(p.batch), bb = packed ? 0 : b;
-    const int rows_q = int(packed ? p.total_q : p.seqlen_q), rows_k = int(packed ? p.total_k : p.seqlen_k);
+    // Producer: per tile, K of its first key tile, then Q once the consumers are
+    // done with the previous Q, then V; then the rest of the key tiles, walked
+    // from the last down, as the consumers do.
+    cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
+#ifdef FLASHATTN_SM90_HANG_CHECK
+    if (threadIdx.x == 32) hang_watchdog(marks, kGroups);
+#endif
+    if (threadIdx.x != 0) return;
     Tensor mQ = args.tma_q.get_tma_tensor(make_shape(rows_q, kHeadDim, int(p.heads_q), batches));
     Tensor mK = args.tma_k.get_tma_tensor(make_shape(rows_k, kHeadDim, int(p.heads_kv), batches));
     Tensor mV = args.tma_v.get_tma_tensor(make_shape(rows_k, kHeadDim, int(p.heads_kv), batches));
-    const auto q_start = make_coord(int(sl.q_offset), _0{}), k_start = make_coord(int(sl.k_offset), _0{});
-    Tensor gQ = local_tile(domain_offset(q_start, mQ(_, _, h, bb)), Shape<Int<kBlockM>, Int<kHeadDim>>{},
-                           make_coord(m_block, _0{}));
-    Tensor gK = local_tile(domain_offset(k_start, mK(_, _, hk, bb)), Shape<Int<kBlockN>, Int<kHeadDim>>{},
-                           make_coord(_, _0{}));
-    Tensor gV = local_tile(domain_offset(k_start, mV(_, _, hk, bb)), Shape<Int<kBlockN>, Int<kHeadDim>>{},
-                           make_coord(_, _0{}));
-    auto [tQgQ, tQsQ] = tma_partition(args.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
-    auto [tKgK, tKsK] = tma_partition(args.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
-    auto [tVgV, tVsV] = tma_partition(args.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
-
-    Barrier::arrive_and_expect_tx(&smem.q_full, Traits::kTmaBytesQ);
-    copy(args.tma_q.with(smem.q_full), tQgQ, tQsQ);
-    for (int i = 0; i < n_tiles; ++i) {
-      const int n_block = n_block_max - 1 - i, s = i % kStages, round = i / kStages;
-      if (round > 0) Barrier::wait(&smem.k_empty[s], (round - 1) & 1);
-      Barrier::arrive_and_expect_tx(&smem.k_full[s], Traits::kTmaBytesKV);
-      copy(args.tma_k.with(smem.k_full[s]), tKgK(_, n_block), tKsK(_, s));
-      if (round > 0) Barrier::wait(&smem.v_empty[s], (round - 1) & 1);
-      Barrier::arrive_and_expect_tx(&smem.v_full[s], Traits::kTmaBytesKV);
-      copy(args.tma_v.with(smem.v_full[s]), tVgV(_, n_block), tVsV(_, s));
+    const int group_size = int(p.heads_q / p.heads_kv);
+    PipeState<kStages> kv;
+    uint32_t q_phase = 0;
+    for (int r = 0; sched.valid(sched.tile(r)); ++r) {
+      const int t = sched.tile(r);
+      const Tile tile(p, sched.decode(t));
+      if (!tile.has_work()) continue;
+      const int bb = packed ? 0 : tile.b, hk = tile.h / group_size;
+      const auto q_start = make_coord(tile.q_offset, _0{}), k_start = make_coord(tile.k_offset, _0{});
+      Tensor gQ = local_tile(domain_offset(q_start, mQ(_, _, tile.h, bb)), Shape<Int<kBlockM>, Int<kHeadDim>>{},
+                             make_coord(tile.m_block, _0{}));
+      Tensor gK = local_tile(domain_offset(k_start, mK(_, _, hk, bb)), Shape<Int<kBlockN>, Int<kHeadDim>>{},
+                             make_coord(_, _0{}));
+      Tensor gV = local_tile(domain_offset(k_start, mV(_, _, hk, bb)), Shape<Int<kBlockN>, Int<kHeadDim>>{},
+                             make_coord(_, _0{}));
+      auto [tQgQ, tQsQ] = tma_partition(args.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+      auto [tKgK, tKsK] = tma_partition(args.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+      auto [tVgV, tVsV] = tma_partition(args.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
+      for (int i = 0; i < tile.n_tiles; ++i) {
+        const int n_block = tile.n_block_max - 1 - i, s = kv.stage;
+        // Parity phase ^ 1: on the ring's first lap this returns at once.
+        wait_barrier(&smem.k_empty[s], kv.phase ^ 1, Where::kKEmpty, s, t, n_block, marks, 0);
+        Barrier::arrive_and_expect_tx(&smem.k_full[s], Traits::kTmaBytesKV);
+        copy(args.tma_k.with(smem.k_full[s]), tKgK(_, n_block), tKsK(_, s));
+        if (i == 0) {
+          wait_barrier(&smem.q_empty, q_phase ^ 1, Where::kQEmpty, 0, t, -1, marks, 0);
+          Barrier::arrive_and_expect_tx(&smem.q_full, Traits::kTmaBytesQ);
+          copy(args.tma_q.with(smem.q_full), tQgQ, tQsQ);
+          q_phase ^= 1;
+        }
+        wait_barrier(&smem.v_empty[s], kv.phase ^ 1, Where::kVEmpty, s, t, n_block, marks, 0);
+        Barrier::arrive_and_expect_tx(&smem.v_full[s], Traits::kTmaBytesKV);
+        copy(args.tma_v.with(smem.v_full[s]), tVgV(_, n_block), tVsV(_, s));
+        kv.advance();
+      }
     }
+    hang_mark(marks, 0, Where::kDone, 0);
     return;
   }
 
   // Consumers.
-  cutlass::arch::warpgroup_reg_alloc<240>();
   const int tidx = threadIdx.x - 128;
+  const int group = tidx / 128;
+  const bool elected = tidx % 128 == 0;
+  const int slot = group + 1;  // hang-check role
+  hang_mark(marks, slot, Where::kRegs, 0);
+  cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
+  hang_mark(marks, slot, Where::kBusy, 0);
   typename Traits::TiledMmaS mma_s;
   typename Traits::TiledMmaO mma_o;
   auto thr_s = mma_s.get_thread_slice(tidx);
@@ -136,146 +183,282 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   Tensor tSrK = thr_s.partition_fragment_B(sK);   // (.., .., k, stage)
   Tensor tOrV = thr_o.partition_fragment_B(sVt);  // (.., .., k, stage)
   Tensor acc_o = partition_fragment_C(mma_o, Shape<Int<kBlockM>, Int<kHeadDim>>{});
-  clear(acc_o);
   Tensor o_rc = make_tensor(acc_o.data(), acc_rowcol(acc_o.layout()));
   // (row, col) of every score this thread holds, within the block's tile.
   Tensor tScS = thr_s.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));
   Tensor coord = make_tensor(tScS.data(), acc_rowcol(tScS.layout()));
   constexpr int kRows = decltype(size<0>(coord))::value;
-  float row_max[kRows], row_sum[kRows];
-  CUTE_UNROLL
-  for (int r = 0; r < kRows; ++r) {
-    row_max[r] = -INFINITY;
-    row_sum[r] = 0.f;
-  }
+  float row_max[kRows], row_sum[kRows], rescale[kRows];
   const float scale_log2 = p.scale_log2;
 
-  // Scores of tile n0 -> probabilities: mask, new running max, the factor that
-  // rescales what was accumulated (applied to O later, once P V of the previous
-  // tile has landed), exp2, row sums.
-  float rescale[kRows];
-  auto softmax = [&](auto& acc_s, int n0) __attribute__((always_inline)) {
-    Tensor sc = make_tensor(acc_s.data(), acc_rowcol(acc_s.layout()));
-    if (!mask.tile_full(m0, m_end, n0, n0 + kBlockN)) {
-      CUTE_UNROLL
-      for (int mi = 0; mi < kRows; ++mi) {
-        const int row = m0 + get<0>(coord(mi, 0));
-        const int lo = int(mask.col_begin(row)), hi = int(mask.col_end(row));
-        CUTE_UNROLL
-        for (int ni = 0; ni < size<1>(sc); ++ni) {
-          const int j = n0 + get<1>(coord(mi, ni));
-          if (j < lo || j >= hi) sc(mi, ni) = -INFINITY;
-        }
-      }
-    }
-    CUTE_UNROLL
-    for (int mi = 0; mi < kRows; ++mi) {
-      float mx = row_max[mi];
-      CUTE_UNROLL
-      for (int ni = 0; ni < size<1>(sc); ++ni) mx = fmaxf(mx, sc(mi, ni));
-      mx = quad_max(mx);
-      // A row that has seen nothing keeps max -inf; use 0 so -inf - -inf never happens.
-      const float base = mx == -INFINITY ? 0.f : mx * scale_log2;
-      rescale[mi] = exp2f(row_max[mi] * scale_log2 - base);
-      row_max[mi] = mx;
-      float sum = 0.f;
-      CUTE_UNROLL
-      for (int ni = 0; ni < size<1>(sc); ++ni) {
-        sc(mi, ni) = exp2f(fmaf(sc(mi, ni), scale_log2, -base));
-        sum += sc(mi, ni);
-      }
-      row_sum[mi] = row_sum[mi] * rescale[mi] + sum;
-    }
-  };
-  auto rescale_o = [&]() __attribute__((always_inline)) {
-    CUTE_UNROLL
-    for (int mi = 0; mi < kRows; ++mi) {
-      CUTE_UNROLL
-      for (int ni = 0; ni < size<1>(o_rc); ++ni) o_rc(mi, ni) *= rescale[mi];
-    }
-  };
-  // Pingpong: the two consumer groups take turns issuing their products (named
-  // barrier 0 grants group 0, 1 grants group 1), so one group's softmax runs
-  // while the other's wgmmas occupy the tensor cores.
-  const int group = warp_group - 1;
-  auto wait_turn = [&]() { cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads, group); };
-  auto pass_turn = [&]() { cutlass::arch::NamedBarrier::arrive(Traits::kConsumerThreads, 1 - group); };
+  // Epilogue pieces: the normalised O goes through shared memory (stmatrix) and
+  // leaves with one TMA store per group; sO is Q's buffer when O has no tile of
+  // its own (Traits::kOInQ).
+  Element* o_smem = Traits::kOInQ ? smem.q.data() : smem.o.data();
+  Tensor sO = make_tensor(make_smem_ptr(o_smem), typename Traits::SmemLayoutQ{});
+  Tensor sOg = make_tensor(make_smem_ptr(o_smem + group * Traits::kGroupOffset), typename Traits::SmemLayoutGroup{});
+  auto copy_o = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, mma_o);
+  auto thr_copy_o = copy_o.get_thread_slice(tidx);
+  Tensor tOsO = thr_copy_o.partition_D(sO);
 
-  // Software pipeline inside a group: S of tile i is issued together with P V of
-  // tile i-1, and the softmax of tile i runs while that P V is on the tensor cores.
+  // Pingpong: the groups take turns issuing their products, 0, 1, .., 0, 1, ..
+  // (named barrier g grants group g; the previous group arrives on it after its
+  // turn), so one group's softmax runs while another's wgmmas occupy the tensor
+  // cores. Turns continue from tile to tile; the last group hands the first turn
+  // of the next tile over only when that tile has work, so that no arrival is left
+  // pending when the block exits.
+  // Named-barrier ids (cutlass adds its 8 reserved ones): turns 0 .. kGroups-1,
+  // group syncs kGroups .. 2 kGroups-1, at most 13 of the 16.
+  static_assert(2 * kGroups + cutlass::arch::NamedBarrier::ReservedNamedBarrierCount <= 16, "named barrier ids");
+  int t = 0;  // the current tile's number, for the hang report
+  auto wait_turn = [&]() __attribute__((always_inline)) {
+    hang_mark(marks, slot, Where::kTurn, t);
+    NamedBarrier::sync(2 * 128, group);
+    hang_mark(marks, slot, Where::kBusy, t);
+  };
+  auto pass_turn = [&]() __attribute__((always_inline)) {
+    NamedBarrier::arrive(2 * 128, group + 1 == kGroups ? 0 : group + 1);
+  };
+  // Only the group's elected thread stores O, so only it waits for the store.
+  auto store_wait = [&]() __attribute__((always_inline)) {
+    if (elected) {
+      hang_mark(marks, slot, Where::kStoreWait, t);
+      tma_store_wait<0>();
+      hang_mark(marks, slot, Where::kBusy, t);
+    }
+  };
+  auto group_sync = [&]() __attribute__((always_inline)) {
+    hang_mark(marks, slot, Where::kGroupSync, t);
+    NamedBarrier::sync(128, kGroups + group);
+    hang_mark(marks, slot, Where::kBusy, t);
+  };
+  bool owes_pass = group == kGroups - 1;  // the grant of the first turn
+
   Tensor acc_s = partition_fragment_C(mma_s, Shape<Int<kBlockM>, Int<kBlockN>>{});
   Tensor rP = make_tensor<Element>(acc_s.layout());
   Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
-  if (n_tiles > 0) {
-    if (group == 1) pass_turn();  // group 0 goes first
-    Barrier::wait(&smem.q_full, 0);
-    Barrier::wait(&smem.k_full[0], 0);
-    wait_turn();
-    wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, 0), acc_s);
-    pass_turn();
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(acc_s);
-    Barrier::arrive(&smem.k_empty[0]);
-    softmax(acc_s, (n_block_max - 1) * kBlockN);
-    convert_into(acc_s, rP);
-  }
-  for (int i = 1; i < n_tiles; ++i) {
-    const int n_block = n_block_max - 1 - i, s = i % kStages, phase = (i / kStages) & 1;
-    const int sp = (i - 1) % kStages, phase_p = ((i - 1) / kStages) & 1;
-    Barrier::wait(&smem.k_full[s], phase);
-    wait_turn();
-    wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, s), acc_s);
-    Barrier::wait(&smem.v_full[sp], phase_p);
-    wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, sp), acc_o);
-    pass_turn();
-    warpgroup_wait<1>();  // S of tile i is in; P V of tile i-1 may still run
-    warpgroup_fence_operand(acc_s);
-    Barrier::arrive(&smem.k_empty[s]);
-    softmax(acc_s, n_block * kBlockN);
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(acc_o);
-    warpgroup_fence_operand(rP);
-    Barrier::arrive(&smem.v_empty[sp]);
-    rescale_o();
-    convert_into(acc_s, rP);
-  }
-  if (n_tiles > 0) {
-    const int sp = (n_tiles - 1) % kStages, phase_p = ((n_tiles - 1) / kStages) & 1;
-    Barrier::wait(&smem.v_full[sp], phase_p);
-    wait_turn();
-    wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, sp), acc_o);
-    if (group == 0) pass_turn();  // group 1 takes no further turn
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(acc_o);
-    Barrier::arrive(&smem.v_empty[sp]);
-  }
+  PipeState<kStages> kv;
+  uint32_t q_phase = 0;
+  for (int r = 0; sched.valid(sched.tile(r)); ++r) {
+    t = sched.tile(r);
+    const Tile tile(p, sched.decode(t));
+    if (!tile.has_rows()) continue;
+    const int m0 = tile.m0, seqlen_q = tile.seqlen_q;
+    clear(acc_o);
+    // The mask's bounds for this thread's rows and for the whole tile, as 32-bit
+    // values (lengths are below 2^30), computed once per tile.
+    int row_lo[kRows], row_hi[kRows], full_lo, full_hi;
+    {
+      const detail::Mask mask = tile.mask(p);
+      CUTE_UNROLL
+      for (int mi = 0; mi < kRows; ++mi) {
+        const int row = m0 + get<0>(coord(mi, 0));
+        row_lo[mi] = int(mask.col_begin(row));
+        row_hi[mi] = int(mask.col_end(row));
+        row_max[mi] = -INFINITY;
+        row_sum[mi] = 0.f;
+      }
+      // Key tiles [n0, n0 + kBlockN) with full_lo <= n0 and n0 + kBlockN <= full_hi
+      // are visible to every row of the tile (Mask::tile_full).
+      full_lo = int(mask.col_begin(tile.m_end - 1));
+      full_hi = int(mask.col_end(m0));
+    }
 
-  // Epilogue: normalise, LSE, O straight from registers (pairs of columns).
-  const float ln2 = 0.6931471805599453f;
-  Tensor tOcO = thr_o.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
-  Tensor ocoord = make_tensor(tOcO.data(), acc_rowcol(tOcO.layout()));
-  CUTE_UNROLL
-  for (int mi = 0; mi < kRows; ++mi) {
-    const float sum = quad_sum(row_sum[mi]);
-    const int i = m0 + get<0>(coord(mi, 0));
-    float inv = 1.f / sum, lse = row_max[mi] * scale_log2 * ln2 + logf(sum);
-    if (sum == 0.f) {
-      const bool sees_keys = mask.col_begin(i) < mask.col_end(i);
-      inv = sees_keys ? NAN : 0.f;
-      lse = sees_keys ? NAN : -INFINITY;
+    const float slope = kMods && p.alibi_slopes != nullptr ? p.alibi_slopes[tile.b * p.alibi_batch_stride + tile.h] : 0.f;
+
+    // Scores of key tile n0 -> probabilities: score modifiers, mask, new running
+    // max, the factor that rescales what was accumulated (applied to O later, once
+    // P V of the previous tile has landed), exp2, row sums.
+    auto softmax = [&](auto& acc, int n0) __attribute__((always_inline)) {
+      Tensor sc = make_tensor(acc.data(), acc_rowcol(acc.layout()));
+      if constexpr (kMods) {
+        const int diag_offset = tile.seqlen_k - seqlen_q;  // key position of row 0
+        CUTE_UNROLL
+        for (int mi = 0; mi < kRows; ++mi) {
+          const int i = m0 + get<0>(coord(mi, 0));
+          CUTE_UNROLL
+          for (int ni = 0; ni < size<1>(sc); ++ni) {
+            const int j = n0 + get<1>(coord(mi, ni));
+            float x = sc(mi, ni) * p.softmax_scale;
+            if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
+            if (p.alibi_slopes != nullptr) x -= slope * float(abs(i + diag_offset - j));
+            sc(mi, ni) = x;
+          }
+        }
+      }
+      if (n0 < full_lo || n0 + kBlockN > full_hi) {
+        CUTE_UNROLL
+        for (int mi = 0; mi < kRows; ++mi) {
+          CUTE_UNROLL
+          for (int ni = 0; ni < size<1>(sc); ++ni) {
+            const int j = n0 + get<1>(coord(mi, ni));
+            if (j < row_lo[mi] || j >= row_hi[mi]) sc(mi, ni) = -INFINITY;
+          }
+        }
+      }
+      CUTE_UNROLL
+      for (int mi = 0; mi < kRows; ++mi) {
+        float mx = row_max[mi];
+        CUTE_UNROLL
+        for (int ni = 0; ni < size<1>(sc); ++ni) mx = fmaxf(mx, sc(mi, ni));
+        mx = quad_max(mx);
+        // A row that has seen nothing keeps max -inf; use 0 so -inf - -inf never happens.
+        const float base = mx == -INFINITY ? 0.f : mx * scale_log2;
+        rescale[mi] = exp2f(row_max[mi] * scale_log2 - base);
+        row_max[mi] = mx;
+        float sum = 0.f;
+        CUTE_UNROLL
+        for (int ni = 0; ni < size<1>(sc); ++ni) {
+          sc(mi, ni) = exp2f(fmaf(sc(mi, ni), scale_log2, -base));
+          sum += sc(mi, ni);
+        }
+        row_sum[mi] = row_sum[mi] * rescale[mi] + sum;
+      }
+    };
+    auto rescale_o = [&]() __attribute__((always_inline)) {
+      CUTE_UNROLL
+      for (int mi = 0; mi < kRows; ++mi) {
+        CUTE_UNROLL
+        for (int ni = 0; ni < size<1>(o_rc); ++ni) o_rc(mi, ni) *= rescale[mi];
+      }
+    };
+
+    if (tile.has_work()) {
+      // Software pipeline inside a group: S of key tile i is issued together with
+      // P V of key tile i-1, and the softmax of tile i runs while that P V is on
+      // the tensor cores.
+      if (owes_pass) {
+        pass_turn();
+        owes_pass = false;
+      }
+      wait_barrier(&smem.q_full, q_phase, Where::kQFull, 0, t, -1, marks, slot);
+      q_phase ^= 1;
+      wait_barrier(&smem.k_full[kv.stage], kv.phase, Where::kKFull, kv.stage, t, tile.n_block_max - 1, marks, slot);
+      wait_turn();
+      wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, kv.stage), acc_s);
+      pass_turn();
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(acc_s);
+      Barrier::arrive(&smem.k_empty[kv.stage]);
+      softmax(acc_s, (tile.n_block_max - 1) * kBlockN);
+      convert_into(acc_s, rP);
+      PipeState<kStages> prev = kv;
+      kv.advance();
+      for (int i = 1; i < tile.n_tiles; ++i) {
+        const int n_block = tile.n_block_max - 1 - i;
+        wait_barrier(&smem.k_full[kv.stage], kv.phase, Where::kKFull, kv.stage, t, n_block, marks, slot);
+        wait_turn();
+        wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, kv.stage), acc_s);
+        wait_barrier(&smem.v_full[prev.stage], prev.phase, Where::kVFull, prev.stage, t, n_block + 1, marks, slot);
+        wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, prev.stage), acc_o);
+        pass_turn();
+        warpgroup_wait<1>();  // S of tile i is in; P V of tile i-1 may still run
+        warpgroup_fence_operand(acc_s);
+        Barrier::arrive(&smem.k_empty[kv.stage]);
+        softmax(acc_s, n_block * kBlockN);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(acc_o);
+        warpgroup_fence_operand(rP);
+        Barrier::arrive(&smem.v_empty[prev.stage]);
+        rescale_o();
+        convert_into(acc_s, rP);
+        prev = kv;
+        kv.advance();
+      }
+      // Every S of the tile has completed: Q may be replaced by the next tile's
+      // (unless O is staged in it).
+      if constexpr (!Traits::kOInQ) Barrier::arrive(&smem.q_empty);
+      wait_barrier(&smem.v_full[prev.stage], prev.phase, Where::kVFull, prev.stage, t,
+                   tile.n_block_max - tile.n_tiles, marks, slot);
+      wait_turn();
+      wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, prev.stage), acc_o);
+      if (group + 1 < kGroups) {
+        pass_turn();
+      } else {
+        const int t_next = sched.tile(r + 1);
+        if (sched.valid(t_next) && Tile(p, sched.decode(t_next)).has_work()) pass_turn();
+        else owes_pass = true;
+      }
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(acc_o);
+      Barrier::arrive(&smem.v_empty[prev.stage]);
     }
-    if (i >= seqlen_q) continue;
-    if (p.lse != nullptr && get<1>(coord(mi, 0)) == 0) p.lse[sl.lse_index(p, b, h, i)] = lse;
-    Element* o_row = static_cast<Element*>(p.out) + sl.q_row(b, p.o_batch_stride, p.o_row_stride, p.o_head_stride, h, i);
+
+    // Epilogue: normalise, LSE straight to memory, then O.
+    const detail::SeqLen sl(p, tile.b);
+    const float ln2 = 0.6931471805599453f;
+    float inv[kRows];
     CUTE_UNROLL
-    for (int ni = 0; ni < size<1>(o_rc); ni += 2) {
-      const int c = get<1>(ocoord(mi, ni));
-      cutlass::Array<Element, 2> pair;
-      pair[0] = Element(o_rc(mi, ni) * inv);
-      pair[1] = Element(o_rc(mi, ni + 1) * inv);
-      *reinterpret_cast<cutlass::Array<Element, 2>*>(o_row + c) = pair;
+    for (int mi = 0; mi < kRows; ++mi) {
+      const float sum = quad_sum(row_sum[mi]);
+      const int i = m0 + get<0>(coord(mi, 0));
+      inv[mi] = 1.f / sum;
+      float lse = row_max[mi] * scale_log2 * ln2 + logf(sum);
+      if (sum == 0.f) {
+        const bool sees_keys = row_lo[mi] < row_hi[mi];
+        inv[mi] = sees_keys ? NAN : 0.f;
+        lse = sees_keys ? NAN : -INFINITY;
+      }
+      if (i < seqlen_q && p.lse != nullptr && get<1>(coord(mi, 0)) == 0)
+        p.lse[sl.lse_index(p, tile.b, tile.h, i)] = lse;
+      CUTE_UNROLL
+      for (int ni = 0; ni < size<1>(o_rc); ++ni) o_rc(mi, ni) *= inv[mi];
+    }
+    // A packed sequence ends inside the tensor TMA sees, so a group whose rows
+    // cross its end stores from registers (only rows < seqlen_q); batched tensors
+    // end with the sequence and TMA drops the rows past it. Tiles without keys
+    // never touched Q's buffer and store zeros directly.
+    const int g_row0 = m0 + group * kGroupRows;
+    const bool via_tma = tile.has_work() && (!packed || g_row0 + kGroupRows <= seqlen_q);
+    if (via_tma) {
+      Tensor rO = make_tensor<Element>(acc_o.layout());
+      convert_into(acc_o, rO);
+      if constexpr (!Traits::kOInQ)
+        store_wait();  // the previous tile's store has read sO
+      group_sync();
+      copy(copy_o, thr_copy_o.retile_S(rO), tOsO);
+      tma_store_fence();  // generic-proxy writes, visible to the TMA unit
+      group_sync();
+      if (elected && g_row0 < seqlen_q) {
+        const int bb = packed ? 0 : tile.b;
+        Tensor mO = args.tma_o.get_tma_tensor(make_shape(rows_q, kHeadDim, int(p.heads_q), batches));
+        Tensor gO = local_tile(domain_offset(make_coord(tile.q_offset, _0{}), mO(_, _, tile.h, bb)),
+                               Shape<Int<kGroupRows>, Int<kHeadDim>>{}, make_coord(g_row0 / kGroupRows, _0{}));
+        auto [tOgO, tOsOg] = tma_partition(args.tma_o, _0{}, Layout<_1>{}, group_modes<0, 2>(sOg), group_modes<0, 2>(gO));
+        copy(args.tma_o, tOsOg, tOgO);
+        tma_store_arrive();
+      }
+      if constexpr (Traits::kOInQ) {
+        // The next Q may land once this group's rows have been read out.
+        store_wait();
+        group_sync();
+        Barrier::arrive(&smem.q_empty);
+      }
+    } else {
+      Tensor tOcO = thr_o.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+      Tensor ocoord = make_tensor(tOcO.data(), acc_rowcol(tOcO.layout()));
+      CUTE_UNROLL
+      for (int mi = 0; mi < kRows; ++mi) {
+        const int i = m0 + get<0>(coord(mi, 0));
+        if (i >= seqlen_q) continue;
+        Element* o_row = static_cast<Element*>(p.out) +
+                         sl.q_row(tile.b, p.o_batch_stride, p.o_row_stride, p.o_head_stride, tile.h, i);
+        CUTE_UNROLL
+        for (int ni = 0; ni < size<1>(o_rc); ni += 2) {
+          const int c = get<1>(ocoord(mi, ni));
+          cutlass::Array<Element, 2> pair;
+          pair[0] = Element(o_rc(mi, ni));
+          pair[1] = Element(o_rc(mi, ni + 1));
+          *reinterpret_cast<cutlass::Array<Element, 2>*>(o_row + c) = pair;
+        }
+      }
+      if constexpr (Traits::kOInQ)
+        if (tile.has_work()) Barrier::arrive(&smem.q_empty);
     }
   }
+  // Shared memory must outlive the reads of the last TMA store.
+  store_wait();
+  hang_mark(marks, slot, Where::kDone, t);
 #endif
 }
 

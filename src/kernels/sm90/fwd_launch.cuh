@@ -1,24 +1,39 @@
-// Host side of the Hopper forward: TMA descriptors for Q, K and V (built per call
-// on the host: no device work, so a call stays capturable in a CUDA graph) and
-// the launch on the caller's stream.
+// Host side of the Hopper forward: TMA descriptors for Q, K, V and O (built per
+// call on the host: no device work, so a call stays capturable in a CUDA graph)
+// and the persistent launch on the caller's stream.
 #pragma once
 
 #include <cuda_runtime.h>
+
+#include <algorithm>
 
 #include "kernels/sm90/fwd_kernel.cuh"
 #include "kernels/sm90/launch.h"
 
 namespace flashattn::sm90 {
 
-template <int kHeadDim, typename Element>
-cudaError_t run_fwd(const FwdKernelParams& p, cudaStream_t stream) {
-  using Traits = FwdTraits<kHeadDim, Element>;
+// Blocks of the persistent grid: one per SM, never more than there are tiles.
+// A device attribute query: no synchronisation, allowed during graph capture.
+inline cudaError_t persistent_blocks(const FwdKernelParams& p, int block_m, unsigned& blocks) {
+  int sms = 0;
+  const cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p.device.index);
+  if (err != cudaSuccess) return err;
+  const int64_t tiles = (p.seqlen_q + block_m - 1) / block_m * p.heads_q * p.batch;
+  blocks = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(sms, tiles)));
+  return cudaSuccess;
+}
+
+// Launches the kernel of one tile configuration (the sweep calls this with
+// configurations outside the table); kMods: with score modifiers.
+template <typename Traits, bool kMods = false>
+cudaError_t launch_fwd(const FwdKernelParams& p, cudaStream_t stream) {
+  using Element = typename Traits::Element;
+  constexpr int kHeadDim = Traits::kHeadDim;
   using Shape4 = typename Traits::GmemShape;
   using Stride4 = typename Traits::GmemStride;
-  auto gmem = [](const void* ptr, int64_t rows, int64_t heads, int64_t batch_stride, int64_t row_stride,
+  auto gmem = [](auto* ptr, int64_t rows, int64_t heads, int64_t batch_stride, int64_t row_stride,
                  int64_t head_stride, int64_t batch) {
-    return make_tensor(make_gmem_ptr(static_cast<const Element*>(ptr)),
-                       Shape4(int32_t(rows), int32_t(kHeadDim), int32_t(heads), int32_t(batch)),
+    return make_tensor(make_gmem_ptr(ptr), Shape4(int32_t(rows), int32_t(kHeadDim), int32_t(heads), int32_t(batch)),
                        Stride4(row_stride, _1{}, head_stride, batch_stride));
   };
   // Packed batches: one "batch" of total rows (the kernel offsets each sequence);
@@ -27,29 +42,58 @@ cudaError_t run_fwd(const FwdKernelParams& p, cudaStream_t stream) {
   const int64_t rows_q = packed ? p.total_q : p.seqlen_q, rows_k = packed ? p.total_k : p.seqlen_k;
   const int64_t batches = packed ? 1 : p.batch;
   auto batch_stride = [&](int64_t s, int64_t rows, int64_t row_stride) { return packed ? rows * row_stride : s; };
+  const auto* q = static_cast<const Element*>(p.q);
+  const auto* k = static_cast<const Element*>(p.k);
+  const auto* v = static_cast<const Element*>(p.v);
+  auto* o = static_cast<Element*>(p.out);
+  using Group = Shape<Int<Traits::kGroupRows>, Int<kHeadDim>>;
   FwdArgs<Traits> args{
       p,
       make_tma_copy(SM90_TMA_LOAD{},
-                    gmem(p.q, rows_q, p.heads_q, batch_stride(p.q_batch_stride, rows_q, p.q_row_stride),
-                         p.q_row_stride, p.q_head_stride, batches),
+                    gmem(q, rows_q, p.heads_q, batch_stride(p.q_batch_stride, rows_q, p.q_row_stride), p.q_row_stride,
+                         p.q_head_stride, batches),
                     typename Traits::SmemLayoutQ{}, Shape<Int<Traits::kBlockM>, Int<kHeadDim>>{}, _1{}),
       make_tma_copy(SM90_TMA_LOAD{},
-                    gmem(p.k, rows_k, p.heads_kv, batch_stride(p.k_batch_stride, rows_k, p.k_row_stride),
-                         p.k_row_stride, p.k_head_stride, batches),
+                    gmem(k, rows_k, p.heads_kv, batch_stride(p.k_batch_stride, rows_k, p.k_row_stride), p.k_row_stride,
+                         p.k_head_stride, batches),
                     take<0, 2>(typename Traits::SmemLayoutKV{}), Shape<Int<Traits::kBlockN>, Int<kHeadDim>>{}, _1{}),
       make_tma_copy(SM90_TMA_LOAD{},
-                    gmem(p.v, rows_k, p.heads_kv, batch_stride(p.v_batch_stride, rows_k, p.v_row_stride),
-                         p.v_row_stride, p.v_head_stride, batches),
-                    take<0, 2>(typename Traits::SmemLayoutKV{}), Shape<Int<Traits::kBlockN>, Int<kHeadDim>>{}, _1{})};
+                    gmem(v, rows_k, p.heads_kv, batch_stride(p.v_batch_stride, rows_k, p.v_row_stride), p.v_row_stride,
+                         p.v_head_stride, batches),
+                    take<0, 2>(typename Traits::SmemLayoutKV{}), Shape<Int<Traits::kBlockN>, Int<kHeadDim>>{}, _1{}),
+      make_tma_copy(SM90_TMA_STORE{},
+                    gmem(o, rows_q, p.heads_q, batch_stride(p.o_batch_stride, rows_q, p.o_row_stride), p.o_row_stride,
+                         p.o_head_stride, batches),
+                    typename Traits::SmemLayoutGroup{}, Group{}, _1{})};
 
-  auto kernel = fwd_kernel<Traits>;
+  auto kernel = fwd_kernel<Traits, kMods>;
   constexpr int smem = Traits::kSmemBytes;
   static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (attr != cudaSuccess) return attr;
-  const dim3 grid(static_cast<unsigned>((p.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM),
-                  static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
-  kernel<<<grid, Traits::kThreads, smem, stream>>>(args);
+  // The setmaxnreg split must fit in the registers the block launches with, or
+  // the consumers wait forever in setmaxnreg.inc: refuse the launch instead of
+  // hanging if a toolchain ever compiles the kernel to fewer registers than the
+  // launch bound's share (Traits::kEntryRegs).
+  static const cudaError_t regs = [&] {
+    cudaFuncAttributes fa{};
+    const cudaError_t e = cudaFuncGetAttributes(&fa, kernel);
+    if (e != cudaSuccess) return e;
+    return (fa.numRegs + 7) / 8 * 8 * Traits::kThreads >= Traits::kBlockRegs ? cudaSuccess
+                                                                               : cudaErrorLaunchOutOfResources;
+  }();
+  if (regs != cudaSuccess) return regs;
+  unsigned blocks = 0;
+  if (const cudaError_t err = persistent_blocks(p, Traits::kBlockM, blocks); err != cudaSuccess) return err;
+  kernel<<<blocks, Traits::kThreads, smem, stream>>>(args);
   return cudaGetLastError();
+}
+
+// Softcap and ALiBi (and a non-positive scale) take the kernel with per-score
+// work; dropout never reaches this kernel (dispatch.cpp).
+template <int kHeadDim, typename Element>
+cudaError_t run_fwd(const FwdKernelParams& p, cudaStream_t stream) {
+  using Traits = FwdTraits<kHeadDim, Element>;
+  return detail::needs_score_mods(p) ? launch_fwd<Traits, true>(p, stream) : launch_fwd<Traits, false>(p, stream);
 }
 
 }  // namespace flashattn::sm90

@@ -1,37 +1,68 @@
 // Tile shapes and CuTe building blocks of the Hopper (sm90a) forward kernel.
-// One thread block: a producer warp group that streams K and V tiles with TMA
-// into a ring of kStages shared-memory stages, and two consumer warp groups, each
-// owning 64 of the block's 128 query rows, that run S = Q K^T and O += P V on
-// wgmma with the online softmax in between.
+// One thread block: a producer warp group that streams Q, K and V with TMA (K and
+// V through a ring of kStages shared-memory stages), and kConsumerGroups consumer
+// warp groups, each owning 64 of the block's kBlockM query rows, that run
+// S = Q K^T and O += P V on wgmma with the online softmax in between. The block
+// is persistent: it walks several (query tile, head, batch) tiles in turn.
 #pragma once
 
 #include <cute/tensor.hpp>
+#include <cute/atom/copy_traits_sm90_tma.hpp>
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
 #include <cutlass/numeric_types.h>
+
+#include "kernels/sm90/hang_check.cuh"
 
 namespace flashattn::sm90 {
 
 using namespace cute;
 
-// Keys per tile and ring depth per head dim (block of 128 query rows). hd256 keeps
-// 64 keys: Q (64 KiB) plus two stages of K and V (128 KiB) fill shared memory.
+// The tile table: query rows per block (64 per consumer warp group), keys per
+// K/V tile and ring depth, per head dim. bench/gpu/sm90_tile_sweep.cu times other
+// entries; change one here only with a measurement behind it.
+//   hd64, hd128: 128 x 128, two stages (v2's measured shape; 613 TFLOP/s at hd128
+//     16k). Candidates in the sweep: 192 x 128 with three groups at hd64,
+//     128 x 176 and three stages at hd128.
+//   hd256: 128 x 64, two stages: Q (64 KiB) and two K/V stages (128 KiB) leave no
+//     room for more; 128 x 80 is the sweep's candidate.
 struct TileConfig {
-  int block_n, stages;
+  int block_m, block_n, stages;
 };
 constexpr TileConfig tile_config(int head_dim) {
-  return head_dim <= 128 ? TileConfig{128, 2} : TileConfig{64, 2};
+  return head_dim <= 128 ? TileConfig{128, 128, 2} : TileConfig{128, 64, 2};
 }
 
-template <int kHeadDim_, typename Element_>
+// Largest dynamic shared memory of one block on sm90 (227 KiB).
+constexpr int kMaxSmemBytes = 232448;
+
+template <int kHeadDim_, typename Element_, int kBlockM_ = tile_config(kHeadDim_).block_m,
+          int kBlockN_ = tile_config(kHeadDim_).block_n, int kStages_ = tile_config(kHeadDim_).stages>
 struct FwdTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
-  static constexpr int kBlockM = 128;
-  static constexpr int kBlockN = tile_config(kHeadDim).block_n;
-  static constexpr int kStages = tile_config(kHeadDim).stages;
-  static constexpr int kConsumerGroups = kBlockM / 64;
+  static constexpr int kBlockM = kBlockM_;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kStages = kStages_;
+  static constexpr int kGroupRows = 64;  // rows of one wgmma, one consumer group
+  static constexpr int kConsumerGroups = kBlockM / kGroupRows;
+  static_assert(kBlockM % kGroupRows == 0 && kConsumerGroups >= 2 && kConsumerGroups <= 3,
+                "two or three consumer groups (pingpong needs a partner)");
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "keys per tile: the k of P V is 16-wide");
   static constexpr int kConsumerThreads = kConsumerGroups * 128;
   static constexpr int kThreads = kConsumerThreads + 128;  // + the producer group
+  // setmaxnreg only moves registers within what the block got at launch: ptxas
+  // gives each thread the launch bound's share of the 64K, rounded down to a
+  // multiple of 8 (168 at 384 threads, 128 at 512), and setmaxnreg.inc waits
+  // until the block's pool holds what it asks for. A split over that total
+  // never starts the consumers (v3's first split, 32 x 128 + 240 x 256 = 65536
+  // > 168 x 384 = 64512, hung every launch). 24 x 128 + 240 x 256 and
+  // 32 x 128 + 160 x 384 fill the block exactly.
+  static constexpr int kEntryRegs = (65536 / kThreads) / 8 * 8;
+  static constexpr int kProducerRegs = kConsumerGroups == 2 ? 24 : 32;
+  static constexpr int kConsumerRegs = kConsumerGroups == 2 ? 240 : 160;
+  static constexpr int kBlockRegs = kProducerRegs * 128 + kConsumerRegs * kConsumerThreads;
+  static_assert(kBlockRegs <= kEntryRegs * kThreads,
+                "setmaxnreg split exceeds the block's registers: setmaxnreg.inc would wait forever");
 
   using TileS = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;  // S = Q K^T: (M, N, K)
   using TileO = Shape<Int<kBlockM>, Int<kHeadDim>, Int<kBlockN>>;  // O = P V:   (M, N, K)
@@ -44,7 +75,16 @@ struct FwdTraits {
 
   // 128-byte swizzled rows (64 elements), the layout TMA writes and wgmma reads.
   using SmemAtom = GMMA::Layout_K_SW128_Atom<Element>;
+  // Q, and O when staged: consumer group g alone reads (and writes) rows
+  // [64 g, 64 g + 64); those rows are the unit of the epilogue's TMA store.
   using SmemLayoutQ = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  // Rows [64 g, 64 g + 64) of a Q-shaped tile: the first 64 rows' layout at an
+  // offset of g * 64 * 64 elements (the row atoms are stacked first, and the
+  // offset is a whole number of swizzle periods). Each 64 x 64 column strip is
+  // contiguous, so a TMA box covers one.
+  using SmemLayoutGroup = decltype(composition(
+      SmemLayoutQ{}, make_layout(Shape<Int<kGroupRows>, Int<kHeadDim>>{}, make_stride(_1{}, Int<kBlockM>{}))));
+  static constexpr int kGroupOffset = kGroupRows * 64;  // elements between groups' rows
   using SmemLayoutKV = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockN>, Int<kHeadDim>, Int<kStages>>{}));
   // V seen as (head dim, keys, stage): the B operand of P V, head dim contiguous.
   using SmemLayoutVt = decltype(composition(
@@ -54,19 +94,35 @@ struct FwdTraits {
   using GmemShape = Shape<int32_t, int32_t, int32_t, int32_t>;
   using GmemStride = Stride<int64_t, _1, int64_t, int64_t>;
   using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<const Element*>(nullptr)), GmemShape{}, GmemStride{}));
+  using GmemTensorO = decltype(make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)), GmemShape{}, GmemStride{}));
   using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutQ{},
                                       Shape<Int<kBlockM>, Int<kHeadDim>>{}, _1{}));
   using TmaKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, take<0, 2>(SmemLayoutKV{}),
                                        Shape<Int<kBlockN>, Int<kHeadDim>>{}, _1{}));
+  // O leaves one consumer group (64 rows) at a time.
+  using TmaO = decltype(make_tma_copy(SM90_TMA_STORE{}, GmemTensorO{}, SmemLayoutGroup{},
+                                      Shape<Int<kGroupRows>, Int<kHeadDim>>{}, _1{}));
+
+  static constexpr int kQBytes = kBlockM * kHeadDim * int(sizeof(Element));
+  static constexpr int kKVBytes = 2 * kStages * kBlockN * kHeadDim * int(sizeof(Element));
+  // O is staged in its own tile when it fits; otherwise group g writes its O
+  // rows over its own Q rows (read by no one else), and the next tile's Q waits
+  // until the TMA store has read them.
+  static constexpr bool kOInQ = kQBytes * 2 + kKVBytes + 1024 > kMaxSmemBytes;
 
   struct SharedStorage {
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>> q;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutKV>> k;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutKV>> v;
-    alignas(16) uint64_t q_full;
+    alignas(1024) cute::array_aligned<Element, kOInQ ? 1 : cosize_v<SmemLayoutQ>> o;
+    alignas(16) uint64_t q_full, q_empty;
     uint64_t k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages];
+#ifdef FLASHATTN_SM90_HANG_CHECK
+    HangMarks hang;  // what each role last waited for (hang_check.cuh)
+#endif
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
+  static_assert(kSmemBytes <= kMaxSmemBytes, "tile shape does not fit in shared memory");
   static constexpr uint32_t kTmaBytesQ = kBlockM * kHeadDim * sizeof(Element);
   static constexpr uint32_t kTmaBytesKV = kBlockN * kHeadDim * sizeof(Element);
 };

@@ -17,7 +17,7 @@ cudaError_t run_fwd(const FwdKernelParams& p, cudaStream_t stream);
 
 // True when this build has a Hopper forward kernel for p (dispatch.cpp): exact
 // head dims 64/128/256 with Dqk == Dv, fp16/bf16, fixed-length or packed batches,
-// and no score modifier or dropout. Everything else runs on the sm80 kernel.
+// softcap and ALiBi, no dropout. Everything else runs on the sm80 kernel.
 bool supports_forward(const FwdParams& p);
 cudaError_t forward(const FwdKernelParams& p, cudaStream_t stream);
 

@@ -1,0 +1,91 @@
+// Which tiles a persistent block of the Hopper forward computes, and what one
+// tile covers. Every role of the block (producer, each consumer group) walks the
+// same list and derives the same tile facts, so their barrier counts agree.
+#pragma once
+
+#include "kernels/common/kernel_params.h"
+#include "kernels/common/mask.h"
+#include "kernels/common/seqlen.h"
+
+namespace flashattn::sm90 {
+
+using detail::FwdKernelParams;
+
+// Static persistent schedule: gridDim.x blocks (one per SM) walk the tile list
+// in rounds; in round r a block takes tile r * gridDim.x + c. Causal-like masks
+// (a right window bound) order the list heaviest first: the last query tiles,
+// which see the most keys, of every head, then the next ones; each round also
+// reverses the direction in which blocks take tiles (snake), so that the sums of
+// work per block even out. Other masks keep the query tiles of one head together
+// (their K and V stay in L2). No counter to reset or read: replays in a CUDA
+// graph as is, and needs no host synchronisation.
+struct TileCoord {
+  int m_block, h, b;
+};
+
+struct TileScheduler {
+  int num_m, heads, batch, total;
+  bool heavy_first;
+
+  __device__ TileScheduler(const FwdKernelParams& p, int block_m)
+      : num_m(int((p.seqlen_q + block_m - 1) / block_m)),
+        heads(int(p.heads_q)),
+        batch(int(p.batch)),
+        total(num_m * int(p.heads_q) * int(p.batch)),
+        heavy_first(p.window_right >= 0) {}
+
+  // Tile of round r for this block; >= total once the block is done.
+  __device__ int tile(int r) const {
+    const int c = heavy_first && (r & 1) ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+    return r * int(gridDim.x) + c;
+  }
+  __device__ bool valid(int t) const { return t < total; }
+
+  __device__ TileCoord decode(int t) const {
+    if (heavy_first) {
+      const int bh = heads * batch, rest = t % bh;
+      return {num_m - 1 - t / bh, rest % heads, rest / heads};
+    }
+    const int bh = t / num_m;
+    return {t % num_m, bh % heads, bh / heads};
+  }
+};
+
+// One tile: kBlockM query rows of head h in sequence b, and the key tiles
+// [n_block_max - n_tiles, n_block_max) its rows see (walked from the last).
+template <int kBlockM, int kBlockN>
+struct FwdTile {
+  int m_block, h, b;
+  int seqlen_q, seqlen_k;
+  int q_offset, k_offset;  // first packed row of the sequence (0 when batched); < 2^31
+  int m0, m_end;
+  int n_block_max, n_tiles;
+
+  // Plain ints, few registers: the consumers keep a tile live across their
+  // main loop (where index rules are needed again, detail::SeqLen is rebuilt).
+  __device__ FwdTile(const FwdKernelParams& p, TileCoord c) : m_block(c.m_block), h(c.h), b(c.b) {
+    const detail::SeqLen sl(p, c.b);
+    seqlen_q = int(sl.seqlen_q);
+    seqlen_k = int(sl.seqlen_k);
+    q_offset = int(sl.q_offset);
+    k_offset = int(sl.k_offset);
+    m0 = m_block * kBlockM;
+    m_end = min(m0 + kBlockM, seqlen_q);
+    n_block_max = n_tiles = 0;
+    if (m0 >= seqlen_q) return;  // packed: a sequence shorter than the longest
+    const detail::Mask mask = this->mask(p);
+    const int c_begin = int(mask.col_begin(m0)), c_end = int(mask.col_end(m_end - 1));
+    const int n_block_min = c_begin / kBlockN;
+    n_block_max = c_end > c_begin ? (c_end + kBlockN - 1) / kBlockN : n_block_min;
+    n_tiles = n_block_max - n_block_min;
+  }
+
+  __device__ detail::Mask mask(const FwdKernelParams& p) const {
+    return detail::Mask(seqlen_q, seqlen_k, p.window_left, p.window_right);
+  }
+  __device__ bool has_rows() const { return m0 < seqlen_q; }
+  // Rows that see at least one key: the producer loads for these tiles only.
+  __device__ bool has_work() const { return n_tiles > 0; }
+};
+
+}  // namespace flashattn::sm90
