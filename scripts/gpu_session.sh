@@ -46,11 +46,11 @@ step gpu_tests_sm80 ${SM80_LIMIT:-200} env FLASHATTN_FORCE_SM80=1 "$bin/flashatt
   --gtest_filter='*CudaForward*:*CudaBackward*:CudaGraph.*'
 shards=1 step cli_check 120 "$bin/flashattn" check --backend cuda --trials 300
 shards=1 step gpu_large 200 env FLASHATTN_LARGE_TESTS=1 "$bin/flashattn_tests" --gtest_filter='CudaLarge.*'
-step memcheck 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/flashattn_tests" \
+step memcheck 180 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/flashattn_tests" \
   --gtest_filter='HeadDims/Cuda*.*hdim64*:Varlen/Cuda*.*:Hopper/Cuda*.*hdim64*:CudaGraph.*' --gtest_brief=1
-step racecheck 200 compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/flashattn_tests" \
-  --gtest_filter='HeadDims/Cuda*.*hdim128_causal*:Hopper/CudaBackward.*hdim128_full_bf16*' --gtest_brief=1
-step synccheck 200 compute-sanitizer --tool synccheck --error-exitcode 9 "$bin/flashattn_tests" \
+step racecheck 180 compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/flashattn_tests" \
+  --gtest_filter='HeadDims/Cuda*.*hdim128_causal*:Hopper/Cuda*.*hdim128_full_bf16*:Hopper/Cuda*.*hdim128_packed_causal*' --gtest_brief=1
+step synccheck 180 compute-sanitizer --tool synccheck --error-exitcode 9 "$bin/flashattn_tests" \
   --gtest_filter='Hopper/Cuda*.*hdim128_causal*:Hopper/Cuda*.*hdim64_window*' --gtest_brief=1
 [[ $steps == *" bench "* ]] && echo "== benchmark" &&
 PYTHONUNBUFFERED=1 timeout ${BENCH_LIMIT:-400} python3 bench/gpu/bench_gpu.py --shim "$bin/libflashattn_bench_shim.so" \
