@@ -12,6 +12,7 @@
 
 #include "kernels/common/kernel_params.h"
 #include "kernels/common/mask.h"
+#include "kernels/common/online_softmax.cuh"
 #include "kernels/common/seqlen.h"
 #include "kernels/sm80/tile_utils.cuh"
 #include "kernels/sm80/traits.h"
@@ -160,7 +161,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   clear(acc_o);
 
   constexpr int kRows = decltype(size<0>(coord))::value;
-  float row_max[kRows], row_sum[kRows];
+  float row_max[kRows], row_sum[kRows], rescale[kRows];
   CUTE_UNROLL
   for (int r = 0; r < kRows; ++r) {
     row_max[r] = -INFINITY;
@@ -197,28 +198,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
       cute::cp_async_fence();
     }
 
-    // Online softmax: new running max, rescale what was accumulated, p = exp2.
-    CUTE_UNROLL
-    for (int mi = 0; mi < kRows; ++mi) {
-      float mx = row_max[mi];
-      CUTE_UNROLL
-      for (int ni = 0; ni < size<1>(s); ++ni) mx = fmaxf(mx, s(mi, ni));
-      mx = quad_max(mx);
-      // A row that has seen nothing keeps max -inf; use 0 so -inf - -inf never happens.
-      const float base = mx == -INFINITY ? 0.f : mx * scale_log2;
-      const float rescale = exp2f(row_max[mi] * scale_log2 - base);
-      row_max[mi] = mx;
-      row_sum[mi] *= rescale;
-      CUTE_UNROLL
-      for (int ni = 0; ni < size<1>(o_rc); ++ni) o_rc(mi, ni) *= rescale;
-      float sum = 0.f;
-      CUTE_UNROLL
-      for (int ni = 0; ni < size<1>(s); ++ni) {
-        s(mi, ni) = exp2f(fmaf(s(mi, ni), scale_log2, -base));
-        sum += s(mi, ni);
-      }
-      row_sum[mi] += sum;
-    }
+    // Online softmax: new running max, p = exp2, O rescaled.
+    detail::softmax_rows(s, row_max, row_sum, rescale, scale_log2);
+    detail::rescale_rows<Traits::kSkipUnmovedRescale>(o_rc, rescale);
 
     if (kMods && p.dropout_p > 0.f) {
       // Element pairs (2t, 2t+1) share one Philox call (4 words per key group).

@@ -28,6 +28,7 @@
 
 #include "kernels/common/kernel_params.h"
 #include "kernels/common/mask.h"
+#include "kernels/common/online_softmax.cuh"
 #include "kernels/common/quad_reduce.cuh"
 #include "kernels/common/seqlen.h"
 #include "kernels/sm90/fwd_scheduler.cuh"
@@ -296,31 +297,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
           }
         }
       }
-      CUTE_UNROLL
-      for (int mi = 0; mi < kRows; ++mi) {
-        float mx = row_max[mi];
-        CUTE_UNROLL
-        for (int ni = 0; ni < size<1>(sc); ++ni) mx = fmaxf(mx, sc(mi, ni));
-        mx = quad_max(mx);
-        // A row that has seen nothing keeps max -inf; use 0 so -inf - -inf never happens.
-        const float base = mx == -INFINITY ? 0.f : mx * scale_log2;
-        rescale[mi] = exp2f(row_max[mi] * scale_log2 - base);
-        row_max[mi] = mx;
-        float sum = 0.f;
-        CUTE_UNROLL
-        for (int ni = 0; ni < size<1>(sc); ++ni) {
-          sc(mi, ni) = exp2f(fmaf(sc(mi, ni), scale_log2, -base));
-          sum += sc(mi, ni);
-        }
-        row_sum[mi] = row_sum[mi] * rescale[mi] + sum;
-      }
-    };
-    auto rescale_o = [&]() __attribute__((always_inline)) {
-      CUTE_UNROLL
-      for (int mi = 0; mi < kRows; ++mi) {
-        CUTE_UNROLL
-        for (int ni = 0; ni < size<1>(o_rc); ++ni) o_rc(mi, ni) *= rescale[mi];
-      }
+      detail::softmax_rows(sc, row_max, row_sum, rescale, scale_log2);
     };
 
     if (tile.has_work()) {
@@ -360,7 +337,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         warpgroup_fence_operand(acc_o);
         warpgroup_fence_operand(rP);
         Barrier::arrive(&smem.v_empty[prev.stage]);
-        rescale_o();
+        detail::rescale_rows<false>(o_rc, rescale);  // always: skipping measured 1-7% slower here
         convert_into(acc_s, rP);
         prev = kv;
         kv.advance();

@@ -20,16 +20,20 @@ using namespace cute;
 // The tile table: query rows per block (64 per consumer warp group), keys per
 // K/V tile and ring depth, per head dim. bench/gpu/sm90_tile_sweep.cu times other
 // entries; change one here only with a measurement behind it.
-//   hd64, hd128: 128 x 128, two stages (v2's measured shape; 613 TFLOP/s at hd128
-//     16k). Candidates in the sweep: 192 x 128 with three groups at hd64,
-//     128 x 176 and three stages at hd128.
+// Measured with the sweep on the H200 (bf16, B = 16384 / N, H = 2048 / D, median
+// of 15, interleaved runs; bench/results/2026-11-29_h200_sm90_tile_sweep_v3.log):
+//   hd64: 192 x 128, three consumer groups, two stages: 541 / 519 TFLOP/s at 16k
+//     (non-causal / causal) against 463 / 463 for 128 x 128 with two groups, and
+//     470 / 359 against 423 / 350 at 2k; only causal N = 512 is slower (184 vs 205).
+//   hd128: 128 x 128, two stages: 684-692 / 672 at 16k; three stages (Q holds O)
+//     670-682 / 664, 128 x 176 spills and runs at 436 / 428.
 //   hd256: 128 x 64, two stages: Q (64 KiB) and two K/V stages (128 KiB) leave no
-//     room for more; 128 x 80 is the sweep's candidate.
+//     room for more; 128 x 80 (O in Q's space) spills, 490-496 against 669-700.
 struct TileConfig {
   int block_m, block_n, stages;
 };
 constexpr TileConfig tile_config(int head_dim) {
-  return head_dim <= 128 ? TileConfig{128, 128, 2} : TileConfig{128, 64, 2};
+  return head_dim <= 64 ? TileConfig{192, 128, 2} : head_dim <= 128 ? TileConfig{128, 128, 2} : TileConfig{128, 64, 2};
 }
 
 // Largest dynamic shared memory of one block on sm90 (227 KiB).
