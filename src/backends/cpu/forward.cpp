@@ -26,7 +26,13 @@ namespace flashattn::detail {
 namespace cpu {
 namespace {
 
-constexpr int64_t kBlockQ = 64;  // query rows per work item
+// Query rows per work item: 128 where that leaves every thread enough items, so
+// each pass over a head's packed K and V serves twice the rows (the stream from
+// L3 that grows with the thread count); 64 otherwise. A row's result does not
+// depend on it (every product and row operation is row by row).
+constexpr int64_t kBlockQ = 128;
+constexpr int64_t kBlockQSmall = 64;
+constexpr int64_t kItemsPerThread = 8;
 // Keys per inner step: two packed tiles, so the per-row work of a step (max,
 // rescale of O, call overheads) is spread over 128 keys.
 constexpr int64_t kBlockK = 2 * kPackRows;
@@ -49,6 +55,7 @@ struct Forward {
   DropoutRng rng;
   HeadView qv, kv, vv;
   Packed<PT> kt, vn;  // K transposed (B of S = Q K^T), V natural (B of P V)
+  int64_t block_q = kBlockQ;
 
   Forward(const FwdParams& params, const Kernels& kern)
       : p(params),
@@ -61,9 +68,11 @@ struct Forward {
   void run() {
     plan_pack(kt, p, false, p.heads_kv, p.head_dim_qk, PackKind::transposed);
     plan_pack(vn, p, false, p.heads_kv, p.head_dim_v, PackKind::natural);
-    const int64_t n_qt = ceil_div(p.seqlen_q, kBlockQ);
+    const int nt = thread_count(p);
+    block_q = p.batch * p.heads_q * ceil_div(p.seqlen_q, kBlockQ) >= kItemsPerThread * nt ? kBlockQ : kBlockQSmall;
+    const int64_t n_qt = ceil_div(p.seqlen_q, block_q);
     const int64_t work = p.batch * p.heads_q * n_qt;
-#pragma omp parallel num_threads(thread_count(p))
+#pragma omp parallel num_threads(nt)
     {
       FwdScratch<PT> w(p.head_dim_qk, p.head_dim_v);
       pack_all<Elem>(kt, p, kv, false, w.row.data());
@@ -87,9 +96,9 @@ struct Forward {
 
   void tile(int64_t b, int64_t h, int64_t qt, FwdScratch<PT>& w) const {
     const SeqLen sl(p, b);
-    const int64_t r0 = qt * kBlockQ;
+    const int64_t r0 = qt * block_q;
     if (r0 >= sl.seqlen_q) return;
-    const int64_t nr = std::min(kBlockQ, sl.seqlen_q - r0), mr = padded<PT>(nr);
+    const int64_t nr = std::min(block_q, sl.seqlen_q - r0), mr = padded<PT>(nr);
     const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v, hk = h / p.group_size();
     const int64_t dqk_p = padded<PT>(dqk), dv_p = padded<PT>(dv);
     const ScoreContext ctx(p, sl, b, h, rng);
@@ -108,13 +117,15 @@ struct Forward {
       for (int64_t j = 0; j < nc; j += kPackRows)  // one product per packed tile
         product(mr, padded<PT>(std::min(kPackRows, nc - j)), dqk_p, w.q.data(), dqk_p,
                 kt.tile(b, hk, (c0 + j) / kPackRows), kt.ld(b), s + j, kBlockK, false);
-      // Softcap, ALiBi and partial masks take the general path; full plain
-      // tiles fold the scale into the max and exp passes.
-      const bool plain = ctx.softcap <= 0.f && !ctx.alibi && p.softmax_scale > 0.f &&
-                         ctx.mask.tile_full(r0, r0 + nr, c0, c0 + nc);
+      // Softcap and ALiBi take the general path; otherwise the scale folds into
+      // the max and exp passes, masked tiles included, so a row's arithmetic
+      // does not depend on which tile it shares with other rows.
+      const bool plain = ctx.softcap <= 0.f && !ctx.alibi && p.softmax_scale > 0.f;
       if (!plain) {
         for (int64_t r = 0; r < nr; ++r) k.scale_row(s + r * kBlockK, nc, p.softmax_scale);
         ctx.apply(s, kBlockK, r0, nr, c0, nc, nullptr);
+      } else if (!ctx.mask.tile_full(r0, r0 + nr, c0, c0 + nc)) {
+        ctx.apply(s, kBlockK, r0, nr, c0, nc, nullptr);  // the mask alone: -inf
       }
       const float exp_scale = plain ? p.softmax_scale : 1.f;
       for (int64_t r = 0; r < nr; ++r) {
