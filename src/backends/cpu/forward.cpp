@@ -134,19 +134,31 @@ struct Forward {
         w.alpha[r] = w.m[r];
       }
       k.exp_sub_vec(w.alpha.data(), w.m_new.data(), nr);  // exp(m_old - m_new); 0 where m_old = -inf
+      // bf16: exp, sum and rounding in one pass, unless dropout or a non-finite
+      // V (add_nonfinite) needs the fp32 probabilities.
+      bool fused = false;
+      if constexpr (kBf16) {
+        fused = k.exp_sum_bf16 != nullptr && !ctx.dropout;
+        for (int64_t j = 0; j < nc && fused; j += kPackRows) fused = vn.tile_finite(b, hk, (c0 + j) / kPackRows);
+      }
       for (int64_t r = 0; r < nr; ++r) {
         float* sr = s + r * kBlockK;
+        PT* pr = kBf16 ? w.p.data() + r * kBlockK : nullptr;
         if (w.m_new[r] == kNegInf) {  // nothing visible in this row yet
           std::fill(sr, sr + nc, 0.f);
+          if (fused) std::fill(pr, pr + nc_p, PT{});
         } else {
           const float alpha = w.alpha[r];
-          w.l[r] = w.l[r] * alpha + k.exp_sum(sr, nc, exp_scale, w.m_new[r]);
+          const float sum = fused ? k.exp_sum_bf16(sr, nc, exp_scale, w.m_new[r], reinterpret_cast<uint16_t*>(pr), nc_p)
+                                  : k.exp_sum(sr, nc, exp_scale, w.m_new[r]);
+          w.l[r] = w.l[r] * alpha + sum;
           w.m[r] = w.m_new[r];
           if (alpha != 1.f) k.scale_row(w.o.data() + r * dv_p, dv, alpha);
           // Dropout acts on the probabilities after the normaliser is taken.
           if (ctx.dropout) ctx.dropout_row(sr, r0 + r, c0, nc);
         }
-        if constexpr (kBf16) k.to_bf16(sr, w.p.data() + r * kBlockK, nc, nc_p);
+        if constexpr (kBf16)
+          if (!fused) k.to_bf16(sr, pr, nc, nc_p);
       }
       // One product over the whole step: natural packs run on across tiles.
       const PT* pa;
