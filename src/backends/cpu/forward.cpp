@@ -36,14 +36,22 @@ constexpr int64_t kItemsPerThread = 8;
 // Keys per inner step: two packed tiles, so the per-row work of a step (max,
 // rescale of O, call overheads) is spread over 128 keys.
 constexpr int64_t kBlockK = 2 * kPackRows;
+// bf16 heads of at most 64 step over 256 keys: there the per-row work of a
+// step (max, rescale, calls) weighs most beside AMX products half as long.
+// (fp32 measured no better.)
+constexpr int64_t kBlockKNarrow = 4 * kPackRows;
+template <typename PT>
+int64_t block_keys(int64_t dqk_p, int64_t dv_p) {
+  return sizeof(PT) == 2 && std::max(dqk_p, dv_p) <= 64 ? kBlockKNarrow : kBlockK;
+}
 
 template <typename PT>
 struct FwdScratch {
   std::vector<PT> q, p;  // the query tile (A of S), the probabilities (A of P V; bf16 only)
   std::vector<float> s, o, m, l, m_new, alpha, row;
   FwdScratch(int64_t dqk, int64_t dv)
-      : q(kBlockQ * padded<PT>(dqk)), p(sizeof(PT) == 2 ? kBlockQ * kBlockK : 0),
-        s(kBlockQ * kBlockK), o(kBlockQ * padded<PT>(dv)), m(kBlockQ), l(kBlockQ), m_new(kBlockQ), alpha(kBlockQ),
+      : q(kBlockQ * padded<PT>(dqk)), p(sizeof(PT) == 2 ? kBlockQ * kBlockKNarrow : 0),
+        s(kBlockQ * kBlockKNarrow), o(kBlockQ * padded<PT>(dv)), m(kBlockQ), l(kBlockQ), m_new(kBlockQ), alpha(kBlockQ),
         row(std::max(dqk, dv)) {}
 };
 
@@ -111,25 +119,26 @@ struct Forward {
     std::fill(w.l.begin(), w.l.end(), 0.f);
 
     const int64_t c_begin = ctx.mask.col_begin(r0), c_end = ctx.mask.col_end(r0 + nr - 1);
-    for (int64_t c0 = c_begin / kBlockK * kBlockK; c0 < c_end; c0 += kBlockK) {
-      const int64_t nc = std::min(kBlockK, c_end - c0), nc_p = padded<PT>(nc);
+    const int64_t bk = block_keys<PT>(dqk_p, dv_p);
+    for (int64_t c0 = c_begin / bk * bk; c0 < c_end; c0 += bk) {
+      const int64_t nc = std::min(bk, c_end - c0), nc_p = padded<PT>(nc);
       float* s = w.s.data();
       for (int64_t j = 0; j < nc; j += kPackRows)  // one product per packed tile
         product(mr, padded<PT>(std::min(kPackRows, nc - j)), dqk_p, w.q.data(), dqk_p,
-                kt.tile(b, hk, (c0 + j) / kPackRows), kt.ld(b), s + j, kBlockK, false);
+                kt.tile(b, hk, (c0 + j) / kPackRows), kt.ld(b), s + j, bk, false);
       // Softcap and ALiBi take the general path; otherwise the scale folds into
       // the max and exp passes, masked tiles included, so a row's arithmetic
       // does not depend on which tile it shares with other rows.
       const bool plain = ctx.softcap <= 0.f && !ctx.alibi && p.softmax_scale > 0.f;
       if (!plain) {
-        for (int64_t r = 0; r < nr; ++r) k.scale_row(s + r * kBlockK, nc, p.softmax_scale);
-        ctx.apply(s, kBlockK, r0, nr, c0, nc, nullptr);
+        for (int64_t r = 0; r < nr; ++r) k.scale_row(s + r * bk, nc, p.softmax_scale);
+        ctx.apply(s, bk, r0, nr, c0, nc, nullptr);
       } else if (!ctx.mask.tile_full(r0, r0 + nr, c0, c0 + nc)) {
-        ctx.apply(s, kBlockK, r0, nr, c0, nc, nullptr);  // the mask alone: -inf
+        ctx.apply(s, bk, r0, nr, c0, nc, nullptr);  // the mask alone: -inf
       }
       const float exp_scale = plain ? p.softmax_scale : 1.f;
       for (int64_t r = 0; r < nr; ++r) {
-        const float tile_max = k.row_max(s + r * kBlockK, nc) * exp_scale;  // NaN when the row met a NaN
+        const float tile_max = k.row_max(s + r * bk, nc) * exp_scale;  // NaN when the row met a NaN
         w.m_new[r] = (tile_max > w.m[r] || tile_max != tile_max) ? tile_max : w.m[r];
         w.alpha[r] = w.m[r];
       }
@@ -142,8 +151,8 @@ struct Forward {
         for (int64_t j = 0; j < nc && fused; j += kPackRows) fused = vn.tile_finite(b, hk, (c0 + j) / kPackRows);
       }
       for (int64_t r = 0; r < nr; ++r) {
-        float* sr = s + r * kBlockK;
-        PT* pr = kBf16 ? w.p.data() + r * kBlockK : nullptr;
+        float* sr = s + r * bk;
+        PT* pr = kBf16 ? w.p.data() + r * bk : nullptr;
         if (w.m_new[r] == kNegInf) {  // nothing visible in this row yet
           std::fill(sr, sr + nc, 0.f);
           if (fused) std::fill(pr, pr + nc_p, PT{});
@@ -164,12 +173,12 @@ struct Forward {
       const PT* pa;
       if constexpr (kBf16) pa = w.p.data();
       else pa = s;
-      product(mr, dv_p, nc_p, pa, kBlockK, vn.tile(b, hk, c0 / kPackRows), vn.ld(b), w.o.data(), dv_p, true);
+      product(mr, dv_p, nc_p, pa, bk, vn.tile(b, hk, c0 / kPackRows), vn.ld(b), w.o.data(), dv_p, true);
       for (int64_t j = 0; j < nc; j += kPackRows) {
         const int64_t t = (c0 + j) / kPackRows, n = std::min(kPackRows, nc - j);
         // NaN/inf in V reach only the rows that see them (pack.h).
         if (!vn.tile_finite(b, hk, t))
-          add_nonfinite<Elem>(vv, sl, false, b, hk, c0 + j, n, dv, s + j, kBlockK, nr, w.o.data(), dv_p,
+          add_nonfinite<Elem>(vv, sl, false, b, hk, c0 + j, n, dv, s + j, bk, nr, w.o.data(), dv_p,
                               w.row.data());
       }
     }
