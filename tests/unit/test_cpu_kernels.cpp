@@ -156,6 +156,36 @@ TEST_P(CpuKernels, RowOps) {
   }
 }
 
+// The bf16 pipeline's fused exp: each value within an ulp of bf16 of the exact
+// exp, the sum within fp32 accuracy, -inf exactly 0, zeros up to n_pad.
+TEST_P(CpuKernels, ExpSumBf16) {
+  if (k().exp_sum_bf16 == nullptr) GTEST_SKIP() << "no fused bf16 exp at this level";
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t n : {1, 15, 16, 17, 64, 100, 128}) {
+    auto x = random_floats(n, uint32_t(n + 40));
+    for (float& v : x) v *= 8.f;
+    x[0] = -inf;
+    float mx = -inf;
+    for (float v : x) mx = std::max(mx, v);
+    const float scale = 0.37f, m = mx * scale;
+    const int64_t n_pad = (n + 31) / 32 * 32;
+    std::vector<uint16_t> y(n_pad + 8, 0xFFFF);
+    const auto x0 = x;
+    const float got = k().exp_sum_bf16(x.data(), n, scale, m, y.data(), n_pad);
+    EXPECT_EQ(x, x0);
+    EXPECT_EQ(y[0], 0);
+    double sum = 0.0;
+    for (int64_t j = 1; j < n; ++j) {
+      const double e = std::exp(double(x[j]) * scale - m);
+      sum += e;
+      ASSERT_NEAR(flashattn::bf16_to_float(y[j]), e, 8e-3 * e) << j;
+    }
+    EXPECT_NEAR(got, sum, 1e-6 * sum);
+    for (int64_t j = n; j < n_pad; ++j) ASSERT_EQ(y[j], 0) << j;
+    for (int64_t j = n_pad; j < n_pad + 8; ++j) ASSERT_EQ(y[j], 0xFFFF) << j;
+  }
+}
+
 // fp32 -> bf16 rounding (nearest even, as float_to_bf16 does) and the VNNI form.
 TEST_P(CpuKernels, Bf16Rounding) {
   auto x = random_floats(100, 11);

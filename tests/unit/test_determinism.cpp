@@ -1,5 +1,7 @@
 // deterministic = true: bitwise-identical gradients from run to run and for any
-// thread count (Options::num_threads 1, 2 and the OpenMP default).
+// thread count (Options::num_threads 1, 2 and the OpenMP default). The CPU
+// forward's outputs do not depend on the thread count either, though it picks
+// its query tile size from it (forward.cpp).
 #include "cases.h"
 
 namespace fatest {
@@ -12,6 +14,10 @@ std::vector<Case> determinism_cases() {
       Case("det_dropout_alibi_packed").packed({70, 0, 129, 5}, {66, 3, 140, 0}).heads(4, 2).dims(16, 24)
           .slopes(Alibi::per_batch_head).drop(0.3f).type(DType::bf16),
       Case("det_window_softcap").batch(2).seq(100, 180).heads(2, 2).win(30, 10).cap(5.f).type(DType::f16),
+      // Several key chunks of several key groups each on the CPU (backward.cpp).
+      Case("det_chunks_groups").batch(2).seq(300, 1100).heads(8, 4).dims(32, 32).win(700, 40),
+      Case("det_chunks_groups_bf16").batch(1).seq(1100, 1100).heads(2, 2).dims(64, 64).causal_mask()
+          .type(DType::bf16),
   };
 }
 
@@ -27,12 +33,29 @@ TEST_P(Determinism, BackwardBitwiseAcrossRunsAndThreads) {
   o.num_threads = 1;
   const FwdResult f = run_forward(p, t, o);
   const BwdResult first = run_backward(p, t, f, o);
-  for (int threads : {1, 2, 0, 2, 3}) {
+  for (int threads : {1, 2, 0, 2, 3, 8}) {
     o.num_threads = threads;
     const BwdResult again = run_backward(p, t, f, o);
     EXPECT_TRUE(bitwise_equal(first.dq, again.dq)) << "dq, num_threads " << threads;
     EXPECT_TRUE(bitwise_equal(first.dk, again.dk)) << "dk, num_threads " << threads;
     EXPECT_TRUE(bitwise_equal(first.dv, again.dv)) << "dv, num_threads " << threads;
+  }
+}
+
+// 128-row query tiles at 1-3 threads, 64-row ones at 8 and 16 on these shapes.
+TEST_P(Determinism, ForwardBitwiseAcrossThreads) {
+  const Case& c = std::get<0>(GetParam());
+  const Target& t = std::get<1>(GetParam());
+  SCOPED_TRACE(c.describe());
+  const Problem p = make_problem(c);
+  RunOpts o;
+  o.num_threads = 1;
+  const FwdResult first = run_forward(p, t, o);
+  for (int threads : {2, 3, 8, 16}) {
+    o.num_threads = threads;
+    const FwdResult again = run_forward(p, t, o);
+    EXPECT_TRUE(bitwise_equal(first.out, again.out)) << "out, num_threads " << threads;
+    EXPECT_TRUE(bitwise_equal(first.lse, again.lse)) << "lse, num_threads " << threads;
   }
 }
 

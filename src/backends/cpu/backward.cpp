@@ -19,6 +19,7 @@
 // once per call (pack.h); the two pipelines (fp32, bf16) are the forward's.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "backends/backend.h"
@@ -45,18 +46,45 @@ inline int64_t row_slot(const FwdParams& p, const SeqLen& sl, int64_t b, int64_t
   return p.is_varlen() ? h * p.total_q + sl.q_offset + i : (b * p.heads_q + h) * p.seqlen_q + i;
 }
 
+// Key tiles processed together (key_group); fewer for wide heads, so that their
+// K, V, K^T and fp32 dK, dV (about 450-650 KiB at D = 128) stay in L2.
+constexpr int64_t kMaxGroup = 4;
+inline int64_t group_tiles(int64_t dqk_p, int64_t dv_p) {
+  return std::clamp<int64_t>(512 / std::max(dqk_p, dv_p), 1, kMaxGroup);
+}
+
+// One key tile of a group: its keys and the query rows that see them.
+struct KeyTile {
+  int64_t c0, nc, mc, r_begin, r_end;
+  bool k_finite;
+};
+
 template <typename PT>
 struct BwdScratch {
-  std::vector<PT> k, v, kt;  // A operands: K and V (of S^T, dP^T), K^T (of dQ^T)
+  // Per key tile of the group: A operands K and V (of S^T, dP^T), K^T (of dQ^T),
+  // and the fp32 dK, dV accumulators.
+  std::vector<PT> k, v, kt;
+  std::vector<float> dk, dv;
   std::vector<PT> pa, da;    // P^T and dS^T rounded to bf16, row-major (bf16 only)
   std::vector<PT> db;        // dS^T rounded to bf16 as a B operand (bf16 only)
-  std::vector<float> s, dp, tanh, dk, dv, lse, d, row, f;
-  BwdScratch(int64_t dqk, int64_t dv_)
-      : k(kLd * padded<PT>(dqk)), v(kLd * padded<PT>(dv_)), kt(padded<PT>(dqk) * kLd),
-        pa(sizeof(PT) == 2 ? kLd * kLd : 0), da(sizeof(PT) == 2 ? kLd * kLd : 0),
-        db(sizeof(PT) == 2 ? kLd * kLd : 0), s(kLd * kLd), dp(kLd * kLd), tanh(kLd * kLd),
-        dk(kLd * padded<PT>(dqk)), dv(kLd * padded<PT>(dv_)), lse(kLd), d(kLd),
-        row(std::max(dqk, dv_)), f(kLd * std::max(dqk, dv_)) {}
+  std::vector<float> s, dp, tanh, lse, d, row, f;
+  std::vector<float> dqsum;  // one dQ^T block, summed over chunks
+  std::vector<uint8_t> touched;  // per (query head of the group, query tile): dQ^T block zeroed
+  int64_t ke, ve, kte, dke, dve;  // elements per key tile
+  BwdScratch(int64_t dqk, int64_t dv_, int64_t group)
+      : pa(sizeof(PT) == 2 ? kLd * kLd : 0), da(sizeof(PT) == 2 ? kLd * kLd : 0),
+        db(sizeof(PT) == 2 ? kLd * kLd : 0), s(kLd * kLd), dp(kLd * kLd), tanh(kLd * kLd), lse(kLd),
+        d(kLd), row(std::max(dqk, dv_)), f(kLd * std::max(dqk, dv_)), dqsum(dqk * kLd) {
+    ke = kLd * padded<PT>(dqk), ve = kLd * padded<PT>(dv_), kte = padded<PT>(dqk) * kLd;
+    dke = kLd * padded<PT>(dqk), dve = kLd * padded<PT>(dv_);
+    k.resize(group * ke), v.resize(group * ve), kt.resize(group * kte);
+    dk.resize(group * dke), dv.resize(group * dve);
+  }
+  PT* k_at(int64_t i) { return k.data() + i * ke; }
+  PT* v_at(int64_t i) { return v.data() + i * ve; }
+  PT* kt_at(int64_t i) { return kt.data() + i * kte; }
+  float* dk_at(int64_t i) { return dk.data() + i * dke; }
+  float* dv_at(int64_t i) { return dv.data() + i * dve; }
 };
 
 template <typename Elem, typename PT>
@@ -68,7 +96,7 @@ struct Backward {
   std::vector<float> dvec;
   HeadView qv, kv, vv, ov, dov;
   Packed<PT> q_t, do_t, q_n, do_n;  // B operands: Q and dO, transposed and natural
-  int64_t n_kt = 0, chunks = 1, chunk_tiles = 1;
+  int64_t n_kt = 0, chunks = 1, chunk_tiles = 1, group = 1;
   // dQ^T, fp32, one block [padded dqk][kLd] per (chunk, query head, query tile):
   // contiguous blocks, since a strided [dqk][all queries] layout put every row of
   // a product's C in the same L1 set (strides of 8 KiB and more).
@@ -105,10 +133,11 @@ struct Backward {
     chunk_tiles = ceil_div(std::max<int64_t>(1, n_kt), chunks);
     chunks = ceil_div(std::max<int64_t>(1, n_kt), chunk_tiles);
     dqt_buf.acquire(static_cast<size_t>(chunks * hq * q_t.tiles * padded<PT>(dqk) * kLd) * sizeof(float));
+    group = group_tiles(padded<PT>(dqk), padded<PT>(dv));
     const int64_t n_qt = ceil_div(p.seqlen_q, kBlockQ);
 #pragma omp parallel num_threads(nt)
     {
-      BwdScratch<PT> w(dqk, dv);
+      BwdScratch<PT> w(dqk, dv, group);
 #pragma omp for schedule(dynamic, 1)
       for (int64_t t = 0; t < p.batch * hq * n_qt; ++t)
         row_dots(t / n_qt / hq, t / n_qt % hq, t % n_qt, w);
@@ -174,9 +203,10 @@ struct Backward {
   // K^T of keys [c0, c0+nc) as the A operand of dQ^T += K^T dS^T ([dqk_p][kLd],
   // zero-padded), with NaN/inf stored as 0: they are added back separately so
   // they reach only the rows that see their key (pack.h).
-  bool load_kt(const SeqLen& sl, int64_t b, int64_t hk, int64_t c0, int64_t nc, BwdScratch<PT>& w) const {
+  bool load_kt(const SeqLen& sl, int64_t b, int64_t hk, int64_t c0, int64_t nc, PT* kt,
+               BwdScratch<PT>& w) const {
     const int64_t dqk = p.head_dim_qk, dqk_p = padded<PT>(dqk);
-    std::fill(w.kt.begin(), w.kt.end(), PT{});
+    std::fill(kt, kt + dqk_p * kLd, PT{});
     bool finite = true;
     for (int64_t j = 0; j < nc; ++j) {
       load_row<Elem>(p.k, sl.k_row(b, p.k_batch_stride, p.k_row_stride, p.k_head_stride, hk, c0 + j), dqk,
@@ -185,96 +215,139 @@ struct Backward {
         const float x = w.row[c];
         const bool ok = x - x == 0.f;
         finite = finite && ok;
-        w.kt[c * kLd + j] = ok ? to_packed<PT>(x) : PT{};
+        kt[c * kLd + j] = ok ? to_packed<PT>(x) : PT{};
       }
     }
-    (void)dqk_p;
     return finite;
   }
 
   // Pass 1: dK, dV of the key tiles of one chunk of kv head hk, and the chunk's
-  // share of dQ for every query head of the group.
+  // share of dQ for every query head of the group, kGroup key tiles at a time.
   void key_chunk(int64_t b, int64_t hk, int64_t chunk, BwdScratch<PT>& w) const {
     const SeqLen sl(p, b);
-    const int64_t block = padded<PT>(p.head_dim_qk) * kLd;
-    for (int64_t h = hk * p.group_size(); h < (hk + 1) * p.group_size(); ++h) {
-      float* first = dqt(chunk, h, b, 0);
-      std::fill(first, first + (q_t.tile0[b + 1] - q_t.tile0[b]) * block, 0.f);
-    }
+    const int64_t n_qt_b = q_t.tile0[b + 1] - q_t.tile0[b], gs = p.group_size();
+    w.touched.assign(static_cast<size_t>(gs * n_qt_b), 0);
     const int64_t kt_end = std::min(n_kt, (chunk + 1) * chunk_tiles);
-    for (int64_t kt = chunk * chunk_tiles; kt < kt_end; ++kt) key_tile(sl, b, hk, chunk, kt, w);
+    for (int64_t kt = chunk * chunk_tiles; kt < kt_end; kt += group)
+      key_group(sl, b, hk, chunk, kt, std::min(group, kt_end - kt), w);
+    // Blocks no key of the chunk sees still enter the sum of store_dq.
+    const int64_t block = padded<PT>(p.head_dim_qk) * kLd;
+    for (int64_t i = 0; i < gs * n_qt_b; ++i)
+      if (!w.touched[i]) {
+        float* x = dqt(chunk, hk * gs + i / n_qt_b, b, i % n_qt_b);
+        std::fill(x, x + block, 0.f);
+      }
   }
 
-  void key_tile(const SeqLen& sl, int64_t b, int64_t hk, int64_t chunk, int64_t kt, BwdScratch<PT>& w) const {
-    const int64_t c0 = kt * kBlockK;
-    if (c0 >= sl.seqlen_k) return;
-    const int64_t nc = std::min(kBlockK, sl.seqlen_k - c0), mc = padded<PT>(nc);
+  // Key tiles [kt0, kt0 + ng): query tiles outer, key tiles inner, so each query
+  // tile's packed operands and dQ^T block are read once per group, not once per
+  // key tile (the traffic that kept 16 threads from scaling), while the group's
+  // K, V and dK, dV stay in L2. Every sum keeps the order of one key tile at a
+  // time (dQ^T by key tile, dK/dV by head, then query tile): same bits.
+  void key_group(const SeqLen& sl, int64_t b, int64_t hk, int64_t chunk, int64_t kt0, int64_t ng,
+                 BwdScratch<PT>& w) const {
     const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v;
     const int64_t dqk_p = padded<PT>(dqk), dv_p = padded<PT>(dv);
-    float* dk = w.dk.data();
-    float* dvv = w.dv.data();
-    std::fill(dk, dk + mc * dqk_p, 0.f);
-    std::fill(dvv, dvv + mc * dv_p, 0.f);
-    load_a_tile<Elem>(kv, sl, false, b, hk, c0, nc, mc, dqk, dqk_p, w.k.data(), w.row.data());
-    load_a_tile<Elem>(vv, sl, false, b, hk, c0, nc, mc, dv, dv_p, w.v.data(), w.row.data());
-    const bool k_finite = load_kt(sl, b, hk, c0, nc, w);
     const Mask mask(sl.seqlen_q, sl.seqlen_k, p.window_left, p.window_right);
-    const int64_t r_begin = mask.row_begin(c0), r_end = mask.row_end(c0 + nc - 1);
-    float* st = w.s.data();
-    float* dpt = w.dp.data();
-    for (int64_t h = hk * p.group_size(); h < (hk + 1) * p.group_size(); ++h) {
-      const ScoreContext ctx(p, sl, b, h, rng);
-      for (int64_t qt = r_begin / kBlockQ; qt * kBlockQ < r_end; ++qt) {
-        const int64_t r0 = qt * kBlockQ, nr = std::min(kBlockQ, r_end - r0), nr_p = padded<PT>(nr);
-        load_row_stats(sl, b, h, r0, nr, w);
-        product(mc, nr_p, dqk_p, w.k.data(), dqk_p, q_t.tile(b, h, qt), q_t.ld(b), st, kLd, false);
-        product(mc, nr_p, dv_p, w.v.data(), dv_p, do_t.tile(b, h, qt), do_t.ld(b), dpt, kLd, false);
-        // P^T and dS^T (times the softmax scale), row j holding key c0 + j.
-        const bool plain = ctx.softcap <= 0.f && !ctx.alibi && mask.tile_full(r0, r0 + nr, c0, c0 + nc);
-        if (!plain) {
-          for (int64_t j = 0; j < nc; ++j) k.scale_row(st + j * kLd, nr, p.softmax_scale);
-        }
-        float* tanh_buf = ctx.softcap > 0.f ? w.tanh.data() : nullptr;
-        if (!plain) ctx.apply_t(st, kLd, r0, nr, c0, nc, tanh_buf);
-        for (int64_t j = 0; j < nc; ++j) {
-          if (plain) k.scale_row(st + j * kLd, nr, p.softmax_scale);
-          k.exp_sub_vec(st + j * kLd, w.lse.data(), nr);
-        }
-        if (ctx.dropout) ctx.dropout_t(dpt, kLd, r0, nr, c0, nc);  // dP through the multiplier
-        for (int64_t j = 0; j < nc; ++j)
-          k.softmax_grad_vec(st + j * kLd, dpt + j * kLd, w.d.data(), nr, p.softmax_scale);
-        if (ctx.dropout) ctx.dropout_t(st, kLd, r0, nr, c0, nc);  // the same multiplier on P, for dV
-        if (tanh_buf)
-          for (int64_t j = 0; j < nc; ++j)
-            for (int64_t r = 0; r < nr; ++r) dpt[j * kLd + r] *= 1.f - tanh_buf[j * kLd + r] * tanh_buf[j * kLd + r];
-        // dV += P^T dO, dK += dS^T Q; NaN/inf in dO or Q reach only the keys
-        // their rows see (pack.h).
-        product(mc, dv_p, nr_p, as_operand(st, w.pa.data(), nc, nr, nr_p), kLd, do_n.tile(b, h, qt),
-                do_n.ld(b), dvv, dv_p, true);
-        if (!do_n.tile_finite(b, h, qt))
-          add_nonfinite<Elem>(dov, sl, true, b, h, r0, nr, dv, st, kLd, nc, dvv, dv_p, w.row.data());
-        product(mc, dqk_p, nr_p, as_operand(dpt, w.da.data(), nc, nr, nr_p), kLd, q_n.tile(b, h, qt),
-                q_n.ld(b), dk, dqk_p, true);
-        if (!q_n.tile_finite(b, h, qt))
-          add_nonfinite<Elem>(qv, sl, true, b, h, r0, nr, dqk, dpt, kLd, nc, dk, dqk_p, w.row.data());
-        // dQ^T += K^T dS^T, into this chunk's block of this query tile.
-        float* dq_cols = dqt(chunk, h, b, qt);
-        if constexpr (kBf16) {
-          // The padded columns belong to rows this key tile may not see: zero.
-          if (nr < nr_p)
-            for (int64_t j = 0; j < nc; ++j) std::fill(dpt + j * kLd + nr, dpt + j * kLd + nr_p, 0.f);
-          k.to_bf16_vnni(dpt, kLd, nc, mc, nr_p, w.db.data());
-          product(dqk_p, nr_p, mc, w.kt.data(), kLd, w.db.data(), mc * 16, dq_cols, kLd, true);
-        } else {
-          product(dqk, nr, nc, w.kt.data(), kLd, dpt, kLd, dq_cols, kLd, true);
-        }
-        if (!k_finite) add_nonfinite_kt(sl, b, hk, c0, nc, nr, dpt, dq_cols, w);
+    KeyTile kts[kMaxGroup];
+    int64_t n = 0, q_lo = INT64_MAX, q_hi = 0;
+    for (; n < ng && (kt0 + n) * kBlockK < sl.seqlen_k; ++n) {
+      KeyTile& t = kts[n];
+      t.c0 = (kt0 + n) * kBlockK;
+      t.nc = std::min(kBlockK, sl.seqlen_k - t.c0);
+      t.mc = padded<PT>(t.nc);
+      t.r_begin = mask.row_begin(t.c0);
+      t.r_end = mask.row_end(t.c0 + t.nc - 1);
+      std::fill(w.dk_at(n), w.dk_at(n) + t.mc * dqk_p, 0.f);
+      std::fill(w.dv_at(n), w.dv_at(n) + t.mc * dv_p, 0.f);
+      load_a_tile<Elem>(kv, sl, false, b, hk, t.c0, t.nc, t.mc, dqk, dqk_p, w.k_at(n), w.row.data());
+      load_a_tile<Elem>(vv, sl, false, b, hk, t.c0, t.nc, t.mc, dv, dv_p, w.v_at(n), w.row.data());
+      t.k_finite = load_kt(sl, b, hk, t.c0, t.nc, w.kt_at(n), w);
+      if (t.r_begin < t.r_end) {
+        q_lo = std::min(q_lo, t.r_begin / kBlockQ);
+        q_hi = std::max(q_hi, ceil_div(t.r_end, kBlockQ));
       }
     }
-    store_tile<Elem>(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, sl, false, b, hk,
-                     c0, nc, dqk, dk, dqk_p);
-    store_tile<Elem>(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, sl, false, b, hk,
-                     c0, nc, dv, dvv, dv_p);
+    const int64_t n_qt_b = q_t.tile0[b + 1] - q_t.tile0[b];
+    for (int64_t h = hk * p.group_size(); h < (hk + 1) * p.group_size(); ++h) {
+      const ScoreContext ctx(p, sl, b, h, rng);
+      for (int64_t qt = q_lo; qt < q_hi; ++qt) {
+        const int64_t r0 = qt * kBlockQ;
+        load_row_stats(sl, b, h, r0, std::min(kBlockQ, sl.seqlen_q - r0), w);
+        uint8_t& touched = w.touched[(h - hk * p.group_size()) * n_qt_b + qt];
+        for (int64_t i = 0; i < n; ++i) {
+          const KeyTile& t = kts[i];
+          if (qt < t.r_begin / kBlockQ || r0 >= t.r_end) continue;
+          float* dq_cols = dqt(chunk, h, b, qt);
+          if (!touched) {
+            std::fill(dq_cols, dq_cols + dqk_p * kLd, 0.f);
+            touched = 1;
+          }
+          key_pair(ctx, sl, b, h, hk, qt, t, i, dq_cols, w);
+        }
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      store_tile<Elem>(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, sl, false, b, hk,
+                       kts[i].c0, kts[i].nc, dqk, w.dk_at(i), dqk_p);
+      store_tile<Elem>(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, sl, false, b, hk,
+                       kts[i].c0, kts[i].nc, dv, w.dv_at(i), dv_p);
+    }
+  }
+
+  // The five products of query tile qt of head h and key tile t (group slot i).
+  void key_pair(const ScoreContext& ctx, const SeqLen& sl, int64_t b, int64_t h, int64_t hk, int64_t qt,
+                const KeyTile& t, int64_t i, float* dq_cols, BwdScratch<PT>& w) const {
+    const int64_t c0 = t.c0, nc = t.nc, mc = t.mc;
+    const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v;
+    const int64_t dqk_p = padded<PT>(dqk), dv_p = padded<PT>(dv);
+    const int64_t r0 = qt * kBlockQ, nr = std::min(kBlockQ, t.r_end - r0), nr_p = padded<PT>(nr);
+    const Mask& mask = ctx.mask;
+    float* dk = w.dk_at(i);
+    float* dvv = w.dv_at(i);
+    float* st = w.s.data();
+    float* dpt = w.dp.data();
+    product(mc, nr_p, dqk_p, w.k_at(i), dqk_p, q_t.tile(b, h, qt), q_t.ld(b), st, kLd, false);
+    product(mc, nr_p, dv_p, w.v_at(i), dv_p, do_t.tile(b, h, qt), do_t.ld(b), dpt, kLd, false);
+    // P^T and dS^T (times the softmax scale), row j holding key c0 + j.
+    const bool plain = ctx.softcap <= 0.f && !ctx.alibi && mask.tile_full(r0, r0 + nr, c0, c0 + nc);
+    if (!plain) {
+      for (int64_t j = 0; j < nc; ++j) k.scale_row(st + j * kLd, nr, p.softmax_scale);
+    }
+    float* tanh_buf = ctx.softcap > 0.f ? w.tanh.data() : nullptr;
+    if (!plain) ctx.apply_t(st, kLd, r0, nr, c0, nc, tanh_buf);
+    for (int64_t j = 0; j < nc; ++j) {
+      if (plain) k.scale_row(st + j * kLd, nr, p.softmax_scale);
+      k.exp_sub_vec(st + j * kLd, w.lse.data(), nr);
+    }
+    if (ctx.dropout) ctx.dropout_t(dpt, kLd, r0, nr, c0, nc);  // dP through the multiplier
+    for (int64_t j = 0; j < nc; ++j)
+      k.softmax_grad_vec(st + j * kLd, dpt + j * kLd, w.d.data(), nr, p.softmax_scale);
+    if (ctx.dropout) ctx.dropout_t(st, kLd, r0, nr, c0, nc);  // the same multiplier on P, for dV
+    if (tanh_buf)
+      for (int64_t j = 0; j < nc; ++j)
+        for (int64_t r = 0; r < nr; ++r) dpt[j * kLd + r] *= 1.f - tanh_buf[j * kLd + r] * tanh_buf[j * kLd + r];
+    // dV += P^T dO, dK += dS^T Q; NaN/inf in dO or Q reach only the keys
+    // their rows see (pack.h).
+    product(mc, dv_p, nr_p, as_operand(st, w.pa.data(), nc, nr, nr_p), kLd, do_n.tile(b, h, qt),
+            do_n.ld(b), dvv, dv_p, true);
+    if (!do_n.tile_finite(b, h, qt))
+      add_nonfinite<Elem>(dov, sl, true, b, h, r0, nr, dv, st, kLd, nc, dvv, dv_p, w.row.data());
+    product(mc, dqk_p, nr_p, as_operand(dpt, w.da.data(), nc, nr, nr_p), kLd, q_n.tile(b, h, qt),
+            q_n.ld(b), dk, dqk_p, true);
+    if (!q_n.tile_finite(b, h, qt))
+      add_nonfinite<Elem>(qv, sl, true, b, h, r0, nr, dqk, dpt, kLd, nc, dk, dqk_p, w.row.data());
+    // dQ^T += K^T dS^T, into this chunk's block of this query tile.
+    if constexpr (kBf16) {
+      // The padded columns belong to rows this key tile may not see: zero.
+      if (nr < nr_p)
+        for (int64_t j = 0; j < nc; ++j) std::fill(dpt + j * kLd + nr, dpt + j * kLd + nr_p, 0.f);
+      k.to_bf16_vnni(dpt, kLd, nc, mc, nr_p, w.db.data());
+      product(dqk_p, nr_p, mc, w.kt_at(i), kLd, w.db.data(), mc * 16, dq_cols, kLd, true);
+    } else {
+      product(dqk, nr, nc, w.kt_at(i), kLd, dpt, kLd, dq_cols, kLd, true);
+    }
+    if (!t.k_finite) add_nonfinite_kt(sl, b, hk, c0, nc, nr, dpt, dq_cols, w);
   }
 
   // dQ^T[c][i] += dS^T[j][i] * k[j][c] for the non-finite k[j][c] and dS^T != 0.
@@ -300,15 +373,17 @@ struct Backward {
     const int64_t r0 = qt * kBlockQ;
     if (r0 >= sl.seqlen_q) return;
     const int64_t nr = std::min(kBlockQ, sl.seqlen_q - r0), dqk = p.head_dim_qk;
-    float* out = w.f.data();  // [nr][dqk]
-    for (int64_t c = 0; c < dqk; ++c) {
-      const float* first = dqt(0, h, b, qt) + c * kLd;
-      for (int64_t r = 0; r < nr; ++r) out[r * dqk + c] = first[r];
-      for (int64_t ch = 1; ch < chunks; ++ch) {
-        const float* x = dqt(ch, h, b, qt) + c * kLd;
-        for (int64_t r = 0; r < nr; ++r) out[r * dqk + c] += x[r];
-      }
+    // Summed in the blocks' own layout (contiguous, vectorises), then transposed.
+    float* acc = w.dqsum.data();
+    const int64_t block = dqk * kLd;
+    std::copy(dqt(0, h, b, qt), dqt(0, h, b, qt) + block, acc);
+    for (int64_t ch = 1; ch < chunks; ++ch) {
+      const float* x = dqt(ch, h, b, qt);
+      for (int64_t e = 0; e < block; ++e) acc[e] += x[e];
     }
+    float* out = w.f.data();  // [nr][dqk]
+    for (int64_t r = 0; r < nr; ++r)
+      for (int64_t c = 0; c < dqk; ++c) out[r * dqk + c] = acc[c * kLd + r];
     store_tile<Elem>(p.dq, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride, sl, true, b, h, r0,
                      nr, dqk, out, dqk);
   }

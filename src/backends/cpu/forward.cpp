@@ -26,18 +26,32 @@ namespace flashattn::detail {
 namespace cpu {
 namespace {
 
-constexpr int64_t kBlockQ = 64;  // query rows per work item
+// Query rows per work item: 128 where that leaves every thread enough items, so
+// each pass over a head's packed K and V serves twice the rows (the stream from
+// L3 that grows with the thread count); 64 otherwise. A row's result does not
+// depend on it (every product and row operation is row by row).
+constexpr int64_t kBlockQ = 128;
+constexpr int64_t kBlockQSmall = 64;
+constexpr int64_t kItemsPerThread = 8;
 // Keys per inner step: two packed tiles, so the per-row work of a step (max,
 // rescale of O, call overheads) is spread over 128 keys.
 constexpr int64_t kBlockK = 2 * kPackRows;
+// bf16 heads of at most 64 step over 256 keys: there the per-row work of a
+// step (max, rescale, calls) weighs most beside AMX products half as long.
+// (fp32 measured no better.)
+constexpr int64_t kBlockKNarrow = 4 * kPackRows;
+template <typename PT>
+int64_t block_keys(int64_t dqk_p, int64_t dv_p) {
+  return sizeof(PT) == 2 && std::max(dqk_p, dv_p) <= 64 ? kBlockKNarrow : kBlockK;
+}
 
 template <typename PT>
 struct FwdScratch {
   std::vector<PT> q, p;  // the query tile (A of S), the probabilities (A of P V; bf16 only)
   std::vector<float> s, o, m, l, m_new, alpha, row;
   FwdScratch(int64_t dqk, int64_t dv)
-      : q(kBlockQ * padded<PT>(dqk)), p(sizeof(PT) == 2 ? kBlockQ * kBlockK : 0),
-        s(kBlockQ * kBlockK), o(kBlockQ * padded<PT>(dv)), m(kBlockQ), l(kBlockQ), m_new(kBlockQ), alpha(kBlockQ),
+      : q(kBlockQ * padded<PT>(dqk)), p(sizeof(PT) == 2 ? kBlockQ * kBlockKNarrow : 0),
+        s(kBlockQ * kBlockKNarrow), o(kBlockQ * padded<PT>(dv)), m(kBlockQ), l(kBlockQ), m_new(kBlockQ), alpha(kBlockQ),
         row(std::max(dqk, dv)) {}
 };
 
@@ -49,6 +63,7 @@ struct Forward {
   DropoutRng rng;
   HeadView qv, kv, vv;
   Packed<PT> kt, vn;  // K transposed (B of S = Q K^T), V natural (B of P V)
+  int64_t block_q = kBlockQ;
 
   Forward(const FwdParams& params, const Kernels& kern)
       : p(params),
@@ -61,9 +76,11 @@ struct Forward {
   void run() {
     plan_pack(kt, p, false, p.heads_kv, p.head_dim_qk, PackKind::transposed);
     plan_pack(vn, p, false, p.heads_kv, p.head_dim_v, PackKind::natural);
-    const int64_t n_qt = ceil_div(p.seqlen_q, kBlockQ);
+    const int nt = thread_count(p);
+    block_q = p.batch * p.heads_q * ceil_div(p.seqlen_q, kBlockQ) >= kItemsPerThread * nt ? kBlockQ : kBlockQSmall;
+    const int64_t n_qt = ceil_div(p.seqlen_q, block_q);
     const int64_t work = p.batch * p.heads_q * n_qt;
-#pragma omp parallel num_threads(thread_count(p))
+#pragma omp parallel num_threads(nt)
     {
       FwdScratch<PT> w(p.head_dim_qk, p.head_dim_v);
       pack_all<Elem>(kt, p, kv, false, w.row.data());
@@ -87,9 +104,9 @@ struct Forward {
 
   void tile(int64_t b, int64_t h, int64_t qt, FwdScratch<PT>& w) const {
     const SeqLen sl(p, b);
-    const int64_t r0 = qt * kBlockQ;
+    const int64_t r0 = qt * block_q;
     if (r0 >= sl.seqlen_q) return;
-    const int64_t nr = std::min(kBlockQ, sl.seqlen_q - r0), mr = padded<PT>(nr);
+    const int64_t nr = std::min(block_q, sl.seqlen_q - r0), mr = padded<PT>(nr);
     const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v, hk = h / p.group_size();
     const int64_t dqk_p = padded<PT>(dqk), dv_p = padded<PT>(dv);
     const ScoreContext ctx(p, sl, b, h, rng);
@@ -102,51 +119,66 @@ struct Forward {
     std::fill(w.l.begin(), w.l.end(), 0.f);
 
     const int64_t c_begin = ctx.mask.col_begin(r0), c_end = ctx.mask.col_end(r0 + nr - 1);
-    for (int64_t c0 = c_begin / kBlockK * kBlockK; c0 < c_end; c0 += kBlockK) {
-      const int64_t nc = std::min(kBlockK, c_end - c0), nc_p = padded<PT>(nc);
+    const int64_t bk = block_keys<PT>(dqk_p, dv_p);
+    for (int64_t c0 = c_begin / bk * bk; c0 < c_end; c0 += bk) {
+      const int64_t nc = std::min(bk, c_end - c0), nc_p = padded<PT>(nc);
       float* s = w.s.data();
       for (int64_t j = 0; j < nc; j += kPackRows)  // one product per packed tile
         product(mr, padded<PT>(std::min(kPackRows, nc - j)), dqk_p, w.q.data(), dqk_p,
-                kt.tile(b, hk, (c0 + j) / kPackRows), kt.ld(b), s + j, kBlockK, false);
-      // Softcap, ALiBi and partial masks take the general path; full plain
-      // tiles fold the scale into the max and exp passes.
-      const bool plain = ctx.softcap <= 0.f && !ctx.alibi && p.softmax_scale > 0.f &&
-                         ctx.mask.tile_full(r0, r0 + nr, c0, c0 + nc);
+                kt.tile(b, hk, (c0 + j) / kPackRows), kt.ld(b), s + j, bk, false);
+      // Softcap and ALiBi take the general path; otherwise the scale folds into
+      // the max and exp passes, masked tiles included, so a row's arithmetic
+      // does not depend on which tile it shares with other rows.
+      const bool plain = ctx.softcap <= 0.f && !ctx.alibi && p.softmax_scale > 0.f;
       if (!plain) {
-        for (int64_t r = 0; r < nr; ++r) k.scale_row(s + r * kBlockK, nc, p.softmax_scale);
-        ctx.apply(s, kBlockK, r0, nr, c0, nc, nullptr);
+        for (int64_t r = 0; r < nr; ++r) k.scale_row(s + r * bk, nc, p.softmax_scale);
+        ctx.apply(s, bk, r0, nr, c0, nc, nullptr);
+      } else if (!ctx.mask.tile_full(r0, r0 + nr, c0, c0 + nc)) {
+        ctx.apply(s, bk, r0, nr, c0, nc, nullptr);  // the mask alone: -inf
       }
       const float exp_scale = plain ? p.softmax_scale : 1.f;
       for (int64_t r = 0; r < nr; ++r) {
-        const float tile_max = k.row_max(s + r * kBlockK, nc) * exp_scale;  // NaN when the row met a NaN
+        const float tile_max = k.row_max(s + r * bk, nc) * exp_scale;  // NaN when the row met a NaN
         w.m_new[r] = (tile_max > w.m[r] || tile_max != tile_max) ? tile_max : w.m[r];
         w.alpha[r] = w.m[r];
       }
       k.exp_sub_vec(w.alpha.data(), w.m_new.data(), nr);  // exp(m_old - m_new); 0 where m_old = -inf
+      // bf16: exp, sum and rounding in one pass, unless dropout or a non-finite
+      // V (add_nonfinite) needs the fp32 probabilities.
+      bool fused = false;
+      if constexpr (kBf16) {
+        fused = k.exp_sum_bf16 != nullptr && !ctx.dropout;
+        for (int64_t j = 0; j < nc && fused; j += kPackRows) fused = vn.tile_finite(b, hk, (c0 + j) / kPackRows);
+      }
       for (int64_t r = 0; r < nr; ++r) {
-        float* sr = s + r * kBlockK;
+        float* sr = s + r * bk;
+        PT* pr = kBf16 ? w.p.data() + r * bk : nullptr;
         if (w.m_new[r] == kNegInf) {  // nothing visible in this row yet
           std::fill(sr, sr + nc, 0.f);
+          if (fused) std::fill(pr, pr + nc_p, PT{});
         } else {
           const float alpha = w.alpha[r];
-          w.l[r] = w.l[r] * alpha + k.exp_sum(sr, nc, exp_scale, w.m_new[r]);
+          const float sum = fused ? k.exp_sum_bf16(sr, nc, exp_scale, w.m_new[r], reinterpret_cast<uint16_t*>(pr), nc_p)
+                                  : k.exp_sum(sr, nc, exp_scale, w.m_new[r]);
+          w.l[r] = w.l[r] * alpha + sum;
           w.m[r] = w.m_new[r];
           if (alpha != 1.f) k.scale_row(w.o.data() + r * dv_p, dv, alpha);
           // Dropout acts on the probabilities after the normaliser is taken.
           if (ctx.dropout) ctx.dropout_row(sr, r0 + r, c0, nc);
         }
-        if constexpr (kBf16) k.to_bf16(sr, w.p.data() + r * kBlockK, nc, nc_p);
+        if constexpr (kBf16)
+          if (!fused) k.to_bf16(sr, pr, nc, nc_p);
       }
       // One product over the whole step: natural packs run on across tiles.
       const PT* pa;
       if constexpr (kBf16) pa = w.p.data();
       else pa = s;
-      product(mr, dv_p, nc_p, pa, kBlockK, vn.tile(b, hk, c0 / kPackRows), vn.ld(b), w.o.data(), dv_p, true);
+      product(mr, dv_p, nc_p, pa, bk, vn.tile(b, hk, c0 / kPackRows), vn.ld(b), w.o.data(), dv_p, true);
       for (int64_t j = 0; j < nc; j += kPackRows) {
         const int64_t t = (c0 + j) / kPackRows, n = std::min(kPackRows, nc - j);
         // NaN/inf in V reach only the rows that see them (pack.h).
         if (!vn.tile_finite(b, hk, t))
-          add_nonfinite<Elem>(vv, sl, false, b, hk, c0 + j, n, dv, s + j, kBlockK, nr, w.o.data(), dv_p,
+          add_nonfinite<Elem>(vv, sl, false, b, hk, c0 + j, n, dv, s + j, bk, nr, w.o.data(), dv_p,
                               w.row.data());
       }
     }

@@ -162,7 +162,7 @@ void to_bf16_vnni(const float* x, int64_t ldx, int64_t rows, int64_t rows_p, int
 const Kernels& portable_kernels() {
   static const Kernels k{Isa::portable, gemm_nn,   nullptr,     nullptr,          nullptr,
                          row_max,       exp_sum,   exp_sub_vec, scale_row,        softmax_grad_vec,
-                         dot,           to_bf16,   to_bf16_vnni};
+                         dot,           to_bf16,   to_bf16_vnni, nullptr};
   return k;
 }
 

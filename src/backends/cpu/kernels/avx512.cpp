@@ -131,15 +131,23 @@ FA_AVX512 void gemm_f32_avx512(int64_t M, int64_t N, int64_t K, const float* A, 
 }
 
 FA_AVX512 float row_max_avx512(const float* x, int64_t n) {
-  __m512 mx = _mm512_set1_ps(-__builtin_inff());
+  // Two accumulators, unmasked loads but for the tail.
+  __m512 m0 = _mm512_set1_ps(-__builtin_inff()), m1 = m0;
   __mmask16 nan = 0;
-  for (int64_t j = 0; j < n; j += kW) {
+  int64_t j = 0;
+  for (; j + 2 * kW <= n; j += 2 * kW) {
+    const __m512 a = _mm512_loadu_ps(x + j), b = _mm512_loadu_ps(x + j + kW);
+    m0 = _mm512_max_ps(m0, a);
+    m1 = _mm512_max_ps(m1, b);
+    nan |= _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q);
+  }
+  for (; j < n; j += kW) {
     const __mmask16 m = tail_mask(n - j);
     const __m512 v = _mm512_maskz_loadu_ps(m, x + j);
-    mx = _mm512_mask_max_ps(mx, m, mx, v);
+    m0 = _mm512_mask_max_ps(m0, m, m0, v);
     nan |= _mm512_mask_cmp_ps_mask(m, v, v, _CMP_UNORD_Q);
   }
-  return max_or_nan(mx, nan);
+  return max_or_nan(_mm512_max_ps(m0, m1), nan);
 }
 
 FA_AVX512 float exp_sum_avx512(float* x, int64_t n, float scale, float mval) {

@@ -22,7 +22,8 @@ Kernels avx512_table(Isa isa) {
                  softmax_grad_vec_avx512,
                  dot_avx512,
                  portable_kernels().to_bf16,
-                 portable_kernels().to_bf16_vnni};
+                 portable_kernels().to_bf16_vnni,
+                 nullptr};
 }
 }  // namespace
 
@@ -37,6 +38,7 @@ const Kernels& avx512_bf16_kernels() {
     t.gemm_bf16 = x86::gemm_bf16_avx512;
     t.to_bf16 = x86::to_bf16_avx512;
     t.to_bf16_vnni = x86::to_bf16_vnni_avx512;
+    t.exp_sum_bf16 = x86::exp_sum_bf16_avx512;
     return t;
   }();
   return k;

@@ -53,6 +53,10 @@ struct Kernels {
   // (up to rows_p, even) are zero. cols_p is a multiple of 16.
   void (*to_bf16_vnni)(const float* x, int64_t ldx, int64_t rows, int64_t rows_p, int64_t cols_p,
                        uint16_t* y);
+  // exp_sum and to_bf16 in one pass for the bf16 pipeline: y[j] = bf16(exp(scale
+  // * x[j] - m)) (0 for x[j] = -inf; 0 for n <= j < n_pad), x untouched; returns
+  // the fp32 sum. A few ulp of fp32 (bf16 keeps 8 bits). Null where absent.
+  float (*exp_sum_bf16)(const float* x, int64_t n, float scale, float m, uint16_t* y, int64_t n_pad);
 };
 
 // The table of a level (clamped to what the CPU supports).
