@@ -31,7 +31,7 @@ step() {  # step NAME SECONDS COMMAND...: run with a limit in $shards shards, lo
     [ $rc -ne 0 ] && [ $rc -ne 124 ] && echo "shard $i exit $rc"
   done
   cat "$logs/$name".*.log > "$logs/$name.log" && rm "$logs/$name".*.log
-  local passed failed
+  local passed
   passed=$(grep -hoE '^\[  PASSED  \] [0-9]+' "$logs/$name.log" | awk '{s += $4} END {print s + 0}')
   if [ "$passed" -gt 0 ]; then echo "passed: $passed tests in $shards shards"; else tail -2 "$logs/$name.log"; fi
   grep -hE '^\[  FAILED  \] [A-Za-z].*\(' "$logs/$name.log" | sort -u | head -20
