@@ -26,8 +26,8 @@ using namespace cute;
 //     N = 128) and dQ as 128 x 64 (two 64-row atoms): twice the tensor-core work
 //     per fixed step cost (barriers, waits, the dQ reduce-add) of 64 rows, where
 //     64 rows ran at 0.8-0.9x FlashAttention-2 (kernel_notes, sm90 backward v3:
-//     prepared, not yet run). Registers: S^T and dP^T (64 + 64) with dK and dV
-//     (32 + 32) and P (32) in flight together.
+//     prepared, not yet run). Registers: S^T and dP^T (64 + 64) in flight beside
+//     dK and dV (32 + 32); the kernel forms dS before the 16-bit P (kWideM).
 //   hd128: 64 rows (128 would need 128 registers for S^T and dP^T beside 128
 //     for dK and dV).
 struct BwdTileConfig {
