@@ -27,7 +27,7 @@ using namespace cute;
 //     per fixed step cost (barriers, waits, the dQ reduce-add) of 64 rows, where
 //     64 rows ran at 0.8-0.9x FlashAttention-2 (kernel_notes, sm90 backward v3:
 //     prepared, not yet run). Registers: S^T and dP^T (64 + 64) in flight beside
-//     dK and dV (32 + 32); the kernel forms dS before the 16-bit P (kWideM).
+//     dK and dV (32 + 32); the kernel forms dS before the 16-bit P (kDsFirst).
 //   hd128: 64 rows (128 would need 128 registers for S^T and dP^T beside 128
 //     for dK and dV).
 struct BwdTileConfig {
@@ -57,6 +57,12 @@ struct BwdTraits {
   static constexpr bool kDqSplitN = kHeadDim >= 128;
   static constexpr int kDqCols = kDqSplitN ? kHeadDim / 2 : kHeadDim;  // dQ columns per group
   static constexpr int kDsStages = kDqSplitN ? 2 : 1;
+  // dS formed from the fp32 P before P's 16-bit copy and dV's issue. At 128 rows
+  // S^T and dP^T (64 + 64 registers) beside dK and dV leave no room for the
+  // 16-bit P while the fp32 P is still live (v2's order spilled 52-72 bytes);
+  // at 64 rows (hd128) both orders compile without spills and dV issued first
+  // keeps the tensor cores busy while dS is formed.
+  static constexpr bool kDsFirst = kBlockM == 128;
 
   using AtomKeys = Layout<Shape<Int<kConsumerGroups>, _1, _1>>;  // groups stacked along keys
   // S^T and dP^T: (keys, query rows, head dim).
@@ -92,6 +98,12 @@ struct BwdTraits {
   // fp32 dQ staging for the TMA reduce-add: one (kBlockM, kDqCols) tile per group.
   using SmemLayoutdQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<float>{},
                                               Shape<Int<kBlockM>, Int<kDqCols>>{}));
+  // The staging as the dQ product's C operand sees it: split by columns, both
+  // groups' tiles side by side, (kBlockM, D) (group g's columns are tile g, as
+  // tile_to_shape lays out column blocks of the atom one after another);
+  // split by keys, the group's own tile.
+  using SmemLayoutdQMma = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<float>{},
+                                                 Shape<Int<kBlockM>, Int<kDqSplitN ? kHeadDim : kDqCols>>{}));
 
   // Global tensors as TMA sees them: (rows, head dim, heads, batch).
   using GmemShape = Shape<int32_t, int32_t, int32_t, int32_t>;
