@@ -26,6 +26,25 @@ namespace flashattn::sm90 {
 
 using detail::BwdKernelParams;
 
+// Byte offset of element e of a thread's partition of a 128-byte-swizzled tile,
+// from the same partition of the tile's unswizzled layout over a counting
+// iterator (element offsets): the Swizzle<3,4,3> of the GMMA atoms on byte
+// addresses, valid because the tiles start 1024-byte aligned. Stores through
+// smem_raw + offset stay in the shared window (STS, 32-bit addresses) where a
+// swizzled pointer's address goes through 64-bit generic arithmetic (ST.E).
+// base is off(0), passed through an empty asm inside the loop so that the
+// offsets are formed at each store (base + a constant, the swizzle) instead of
+// being hoisted out of the loop, 64 registers' worth.
+template <typename T, typename Offsets>
+CUTE_HOST_DEVICE uint32_t swizzled_byte_offset(const Offsets& off, uint32_t base, int e) {
+  const uint32_t b = (base + uint32_t(off(e) - off(0))) * uint32_t(sizeof(T));
+  return b ^ ((b >> 3) & 0x70u);
+}
+__device__ __forceinline__ uint32_t opaque(uint32_t x) {
+  asm volatile("" : "+r"(x));
+  return x;
+}
+
 template <typename Traits>
 struct BwdArgs {
   BwdKernelParams p;
@@ -47,6 +66,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kHeadDim = Traits::kHeadDim;
   constexpr int kStages = Traits::kStages, kDqCols = Traits::kDqCols;
   constexpr bool kSplitN = Traits::kDqSplitN;
+  constexpr bool kDsFirst = Traits::kDsFirst;
   const BwdKernelParams& p = args.p;
   extern __shared__ __align__(1024) char smem_raw[];
   auto& smem = *reinterpret_cast<typename Traits::SharedStorage*>(smem_raw);
@@ -90,7 +110,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   Tensor sQt = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQt{});
   Tensor sdOt = make_tensor(make_smem_ptr(smem.dout.data()), typename Traits::SmemLayoutQt{});
   Tensor sdS = make_tensor(make_smem_ptr(smem.ds.data()), typename Traits::SmemLayoutdS{});
-  Tensor sdSt = make_tensor(make_smem_ptr(smem.ds.data()), typename Traits::SmemLayoutdSt{});
 
   if (warp_group == 0) {
     // Producer: warp 0; lane 0 issues the TMA copies.
@@ -179,22 +198,33 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   // (key, query row) of every S^T element this thread holds, within the block's tile.
   Tensor tScS = thr_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kBlockM>>{}));
   Tensor coord = make_tensor(tScS.data(), acc_rowcol(tScS.layout()));
-  Tensor tdSsdS = thr_sdp.partition_C(sdSt);  // (.., .., .., buffer)
+  // dS^T's partition as element offsets of the unswizzled layout (.., .., ..,
+  // buffer), for the 32-bit stores; and the query rows that see each of this
+  // thread's two keys, [key_row_lo, key_row_hi) from the mask, empty for keys
+  // past the sequence. A row sees key j iff it lies in row_begin(j)..row_end(j),
+  // the same test as col_begin(i) <= j < col_end(i), with two ranges per thread
+  // instead of two per query column.
+  Tensor tdSoff = thr_sdp.partition_C(
+      make_tensor(counting_iterator<int>{0}, typename Traits::SmemLayoutdSt{}.layout_b()));
+  static_assert(decltype(size<0>(coord))::value == 2, "two key rows per thread");
+  int key_row_lo[2], key_row_hi[2];
+  CUTE_UNROLL
+  for (int mi = 0; mi < 2; ++mi) {
+    const int j = c0 + get<0>(coord(mi, 0));
+    key_row_lo[mi] = j < seqlen_k ? int(mask.row_begin(j)) : 0;
+    key_row_hi[mi] = j < seqlen_k ? int(mask.row_end(j)) : 0;
+  }
 
   // fp32 dQ staging of this group and its TMA reduce-add into the accumulator.
+  // The dQ product writes through SmemLayoutdQMma: split by columns it spans both
+  // groups' tiles (group g's columns are its tile), split by keys it is the
+  // group's own tile.
   Tensor sdQ = make_tensor(make_smem_ptr(smem.dq.data() + group * cosize_v<typename Traits::SmemLayoutdQ>),
                            typename Traits::SmemLayoutdQ{});
-  auto dq_staging = [&]() __attribute__((always_inline)) {
-    if constexpr (kSplitN) {
-      // The tiled dQ product covers (64, D); group g's columns are its staging tile.
-      Tensor full = make_tensor(make_smem_ptr(smem.dq.data()),
-                                tile_to_shape(GMMA::Layout_K_SW128_Atom<float>{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
-      return thr_dq.partition_C(full);
-    } else {
-      return thr_dq.partition_C(sdQ);
-    }
-  };
-  Tensor tdQsdQ = dq_staging();
+  Tensor tdQoff = thr_dq.partition_C(
+      make_tensor(counting_iterator<int>{0}, typename Traits::SmemLayoutdQMma{}.layout_b()));
+  char* const sdQ_bytes =
+      reinterpret_cast<char*>(smem.dq.data() + (kSplitN ? 0 : group * cosize_v<typename Traits::SmemLayoutdQ>));
   const bool dq_leader = tidx % 128 == 0;
   const int rows_q = int(packed ? p.total_q : p.seqlen_q);
   Tensor mdQ = args.tma_dq.get_tma_tensor(make_shape(rows_q, kHeadDim, int(p.heads_q), batches));
@@ -209,9 +239,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   auto reduce_dq = [&](const auto& acc_dq, int step) __attribute__((always_inline)) {
     if (dq_leader) tma_store_wait<0>();
     group_sync();
+    const uint32_t dq_base = opaque(uint32_t(tdQoff(0)));
     CUTE_UNROLL
     for (int e = 0; e < size(acc_dq); e += 2)
-      *reinterpret_cast<float2*>(raw_pointer_cast(&tdQsdQ(e))) = make_float2(acc_dq(e), acc_dq(e + 1));
+      *reinterpret_cast<float2*>(sdQ_bytes + swizzled_byte_offset<float>(tdQoff, dq_base, e)) =
+          make_float2(acc_dq(e), acc_dq(e + 1));
     cutlass::arch::fence_view_async_shared();
     group_sync();
     if (dq_leader) {
@@ -244,23 +276,42 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     Tensor dp = make_tensor(acc_dp.data(), acc_rowcol(acc_dp.layout()));
     warpgroup_wait<1>();
     warpgroup_fence_operand(acc_s);
-    CUTE_UNROLL
-    for (int ni = 0; ni < size<1>(sc); ++ni) {
-      const int il = get<1>(coord(0, ni)), i = m0 + il;
-      const float lse2 = smem.lse_log2[s][il];
-      const int lo = need_mask ? int(mask.col_begin(i)) : 0;
-      const int hi = need_mask ? int(mask.col_end(i)) : seqlen_k;
+    // Query columns relative to this thread's first one (constants once
+    // unrolled) against the keys' row ranges shifted to match.
+    const int q0 = get<1>(coord(0, 0));
+    if (need_mask) {
+      int lo[2], hi[2];
       CUTE_UNROLL
-      for (int mi = 0; mi < size<0>(sc); ++mi) {
-        const int j = k0 + get<0>(coord(mi, ni));
-        sc(mi, ni) = j >= lo && j < hi ? exp2f(fmaf(sc(mi, ni), p.scale_log2, -lse2)) : 0.f;
+      for (int mi = 0; mi < 2; ++mi) {
+        lo[mi] = key_row_lo[mi] - m0 - q0;
+        hi[mi] = key_row_hi[mi] - m0 - q0;
+      }
+      CUTE_UNROLL
+      for (int ni = 0; ni < size<1>(sc); ++ni) {
+        const int il = get<1>(coord(0, ni)), q = il - q0;
+        const float lse2 = smem.lse_log2[s][il];
+        CUTE_UNROLL
+        for (int mi = 0; mi < 2; ++mi)
+          sc(mi, ni) = q >= lo[mi] && q < hi[mi] ? exp2f(fmaf(sc(mi, ni), p.scale_log2, -lse2)) : 0.f;
+      }
+    } else {
+      CUTE_UNROLL
+      for (int ni = 0; ni < size<1>(sc); ++ni) {
+        const float lse2 = smem.lse_log2[s][get<1>(coord(0, ni))];
+        CUTE_UNROLL
+        for (int mi = 0; mi < 2; ++mi) sc(mi, ni) = exp2f(fmaf(sc(mi, ni), p.scale_log2, -lse2));
       }
     }
+    // dV's place (Traits::kDsFirst): issued here it runs under dS's formation;
+    // with dS first (the fp32 P is then dead) it runs under dS^T's conversion,
+    // stores and barrier only.
     Tensor rP = make_tensor<Element>(acc_s.layout());
     Tensor tdVrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
-    convert_into(acc_s, rP);
-    wgmma_issue<false, true>(mma_dkv, tdVrP, tdVrdO(_, _, _, s), acc_dv);
-    warpgroup_wait<1>();
+    if constexpr (!kDsFirst) {
+      convert_into(acc_s, rP);
+      wgmma_issue<false, true>(mma_dkv, tdVrP, tdVrdO(_, _, _, s), acc_dv);
+    }
+    warpgroup_wait<kDsFirst ? 0 : 1>();
     warpgroup_fence_operand(acc_dp);
     CUTE_UNROLL
     for (int ni = 0; ni < size<1>(sc); ++ni) {
@@ -270,17 +321,23 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         dp(mi, ni) = sc(mi, ni) * (dp(mi, ni) - d) * p.softmax_scale;
       }
     }
+    if constexpr (kDsFirst) {
+      convert_into(acc_s, rP);
+      wgmma_issue<false, true>(mma_dkv, tdVrP, tdVrdO(_, _, _, s), acc_dv);
+    }
     Tensor rdS = make_tensor<Element>(acc_dp.layout());
     convert_into(acc_dp, rdS);
     Tensor tdKrdS = make_tensor(rdS.data(), acc_as_a(rdS.layout()));
     // dS^T to shared memory, two query columns (adjacent there) per store.
-    Tensor tdSsdS_buf = tdSsdS(_, _, _, ds_buf);
+    Tensor tdSoff_buf = tdSoff(_, _, _, ds_buf);
+    char* const sdS_bytes = reinterpret_cast<char*>(smem.ds.data());
+    const uint32_t ds_base = opaque(uint32_t(tdSoff_buf(0)));
     CUTE_UNROLL
     for (int e = 0; e < size(rdS); e += 2) {
       cutlass::Array<Element, 2> pair;
       pair[0] = rdS(e);
       pair[1] = rdS(e + 1);
-      *reinterpret_cast<cutlass::Array<Element, 2>*>(raw_pointer_cast(&tdSsdS_buf(e))) = pair;
+      *reinterpret_cast<cutlass::Array<Element, 2>*>(sdS_bytes + swizzled_byte_offset<Element>(tdSoff_buf, ds_base, e)) = pair;
     }
     cutlass::arch::fence_view_async_shared();  // generic-proxy writes, read by wgmma
     if constexpr (kSplitN) cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads, 0);
