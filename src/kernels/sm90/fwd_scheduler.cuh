@@ -16,13 +16,13 @@ using detail::FwdKernelParams;
 // (a right window bound) order the list heaviest first: the last query tiles,
 // which see the most keys, of every head, then the next ones; each round also
 // reverses the direction in which blocks take tiles (snake), so that the sums of
-// work per block even out. When one head's K and V alone overflow L2
-// (kL2Bytes), heaviest first runs head by head instead of across all heads at
-// once, so that the blocks of a round share one K/V stream (N = 128k, hd128,
-// 16 heads: 522 -> 593 TFLOP/s). Shorter heads keep the one list across all
-// heads: sections of a few heads (their K/V together in L2) made the work per
-// block a sawtooth that the static snake cannot balance (618 -> 499 TFLOP/s at
-// hd128 N = 16k causal, 626 -> 407 at hd256).
+// work per block even out. The list runs over sections of as many heads as
+// have their K and V fit in L2 together (kL2Bytes), so that the blocks of a
+// round share few K/V streams (N = 128k, hd128, 16 heads: 522 -> 593 TFLOP/s
+// with one head per section). Sections alternate between heaviest-first and
+// lightest-first, the last one heaviest first: all heaviest first made the
+// work a sawtooth that the static snake cannot balance (618 -> 499 TFLOP/s at
+// hd128 N = 16k causal, 626 -> 407 at hd256). [branch: not yet measured]
 // Other masks keep the query tiles of one head together (their K and V stay in
 // L2). No counter to reset or read: replays in a CUDA graph as is, and needs no
 // host synchronisation.
@@ -42,9 +42,10 @@ struct TileScheduler {
         batch(int(p.batch)),
         total(num_m * int(p.heads_q) * int(p.batch)),
         heavy_first(p.window_right >= 0) {
-    // K and V bytes of one head (fp16/bf16).
-    const int64_t kv = p.seqlen_k * (p.head_dim_qk + p.head_dim_v) * 2;
-    section_heads = kv > kL2Bytes ? 1 : heads * batch;
+    // Heads whose K and V (fp16/bf16; a GQA group shares them) fit L2 together.
+    const int64_t kv = p.seqlen_k * (p.head_dim_qk + p.head_dim_v) * 2 * p.heads_kv / p.heads_q;
+    const int64_t fit = kv > 0 ? kL2Bytes / kv : heads * batch;
+    section_heads = int(fit < 1 ? 1 : fit > heads * batch ? heads * batch : fit);
   }
 
   // Tile of round r for this block; >= total once the block is done.
@@ -62,7 +63,13 @@ struct TileScheduler {
       const int in_section = t - section * per_section;
       const int n_heads = min(section_heads, heads * batch - section * section_heads);
       const int bh = section * section_heads + in_section % n_heads;
-      return {num_m - 1 - in_section / n_heads, bh % heads, bh / heads};
+      // Sections alternate direction, the last one heaviest first, so the work
+      // per tile is a triangle wave (which the snake balances) ending on the
+      // lightest tiles, not a sawtooth.
+      const int sections = (heads * batch + section_heads - 1) / section_heads;
+      const int step = in_section / n_heads;
+      const bool descending = ((sections - 1 - section) & 1) == 0;
+      return {descending ? num_m - 1 - step : step, bh % heads, bh / heads};
     }
     const int bh = t / num_m;
     return {t % num_m, bh % heads, bh / heads};
