@@ -113,6 +113,8 @@ def main():
                     help="also time our backward in deterministic mode (ours_bwd_det_*)")
     ap.add_argument("--memory", action="store_true",
                     help="also run B=1, H=16, D=128, N=131072 causal and report the extra device memory")
+    ap.add_argument("--no-peers", action="store_true",
+                    help="time flashattn alone (A/B runs of two builds: scripts/gpu_ab_bench.sh)")
     ap.add_argument("--json")
     ap.add_argument("--png")
     args = ap.parse_args()
@@ -169,8 +171,9 @@ def main():
                         row["ours_bwd_det_ms"] = time_ms(
                             lambda: fa.backward(do, q, k, v, out, lse, dq, dk, dv, causal=causal,
                                                 deterministic=True), args.warmup, args.repeats)
-                for name, backend in (("flash", SDPBackend.FLASH_ATTENTION),
-                                      ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+                peers = () if args.no_peers else (("flash", SDPBackend.FLASH_ATTENTION),
+                                                   ("cudnn", SDPBackend.CUDNN_ATTENTION))
+                for name, backend in peers:
                     with sdpa_kernel([backend]):
                         row[f"{name}_fwd_ms"] = time_ms(
                             lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
