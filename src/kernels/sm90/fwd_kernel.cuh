@@ -80,6 +80,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   using Tile = FwdTile<Traits::kBlockM, Traits::kBlockN>;
   constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kHeadDim = Traits::kHeadDim;
   constexpr int kStages = Traits::kStages, kGroups = Traits::kConsumerGroups, kGroupRows = Traits::kGroupRows;
+  constexpr bool kLateP = Traits::kLateP;
   const FwdKernelParams& p = args.p;
   extern __shared__ __align__(1024) char smem_raw[];
   auto& smem = *reinterpret_cast<typename Traits::SharedStorage*>(smem_raw);
@@ -318,14 +319,29 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       warpgroup_fence_operand(acc_s);
       Barrier::arrive(&smem.k_empty[kv.stage]);
       softmax(acc_s, (tile.n_block_max - 1) * kBlockN);
-      convert_into(acc_s, rP);
-      PipeState<kStages> prev = kv;
+      if constexpr (!kLateP) convert_into(acc_s, rP);
+      PipeState<kStages> prev = kv, prev2 = kv;
       kv.advance();
+      // With kLateP, P of a tile is formed at the top of the next loop turn,
+      // after the wait for the P V that still reads P's registers: placed right
+      // after the softmax, that wait is hoisted above it by ptxas (it schedules
+      // the wait as early as its block allows), and the softmax then never
+      // overlaps P V (ncu, hd128: 13.8% of the consumers' stall samples on it).
+      // O then takes each tile's factor while S of the next tile runs.
+      auto form_p = [&](bool release_v) __attribute__((always_inline)) {
+        warpgroup_wait<0>();  // P V of two tiles back is done (nothing in flight at i = 1)
+        warpgroup_fence_operand(acc_o);
+        warpgroup_fence_operand(rP);
+        if (release_v) Barrier::arrive(&smem.v_empty[prev2.stage]);
+        convert_into(acc_s, rP);
+      };
       for (int i = 1; i < tile.n_tiles; ++i) {
         const int n_block = tile.n_block_max - 1 - i;
+        if constexpr (kLateP) form_p(i > 1);
         wait_barrier(&smem.k_full[kv.stage], kv.phase, Where::kKFull, kv.stage, t, n_block, marks, slot);
         wait_turn();
         wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, kv.stage), acc_s);
+        if constexpr (kLateP) detail::rescale_rows<false>(o_rc, rescale);
         wait_barrier(&smem.v_full[prev.stage], prev.phase, Where::kVFull, prev.stage, t, n_block + 1, marks, slot);
         wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, prev.stage), acc_o);
         pass_turn();
@@ -333,20 +349,27 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         warpgroup_fence_operand(acc_s);
         Barrier::arrive(&smem.k_empty[kv.stage]);
         softmax(acc_s, n_block * kBlockN);
-        warpgroup_wait<0>();
-        warpgroup_fence_operand(acc_o);
-        warpgroup_fence_operand(rP);
-        Barrier::arrive(&smem.v_empty[prev.stage]);
-        detail::rescale_rows<false>(o_rc, rescale);  // always: skipping measured 1-7% slower here
-        convert_into(acc_s, rP);
+        if constexpr (!kLateP) {
+          warpgroup_wait<0>();
+          warpgroup_fence_operand(acc_o);
+          warpgroup_fence_operand(rP);
+          Barrier::arrive(&smem.v_empty[prev.stage]);
+          detail::rescale_rows<false>(o_rc, rescale);  // always: skipping measured 1-7% slower here
+          convert_into(acc_s, rP);
+        }
+        prev2 = prev;
         prev = kv;
         kv.advance();
       }
+      if constexpr (kLateP) form_p(tile.n_tiles > 1);
       // Every S of the tile has completed: Q may be replaced by the next tile's
       // (unless O is staged in it).
       if constexpr (!Traits::kOInQ) Barrier::arrive(&smem.q_empty);
       wait_barrier(&smem.v_full[prev.stage], prev.phase, Where::kVFull, prev.stage, t,
                    tile.n_block_max - tile.n_tiles, marks, slot);
+      if constexpr (kLateP) {
+        if (tile.n_tiles > 1) detail::rescale_rows<false>(o_rc, rescale);
+      }
       wait_turn();
       wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, prev.stage), acc_o);
       if (group + 1 < kGroups) {

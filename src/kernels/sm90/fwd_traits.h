@@ -29,11 +29,21 @@ using namespace cute;
 //     670-682 / 664, 128 x 176 spills and runs at 436 / 428.
 //   hd256: 128 x 64, two stages: Q (64 KiB) and two K/V stages (128 KiB) leave no
 //     room for more; 128 x 80 (O in Q's space) spills, 490-496 against 669-700.
+// late_p: a key tile's P is formed at the top of the next loop turn (after the
+// wait for the P V that reads P's registers) instead of right after its
+// softmax, so that ptxas cannot hoist that wait above the softmax (kernel notes,
+// sm90 forward v5). Alternating-process A/B on the H200 (bf16, N = 1k/4k/16k,
+// bench/results/2026-11-29_h200_ab_fwd_v5_late_p.json): hd256 +5-10% at all six
+// points; hd128 0.97-1.05 (no clear change); hd64 0.93-0.98, where three groups
+// at 160 registers spill more with it.
 struct TileConfig {
   int block_m, block_n, stages;
+  bool late_p;
 };
 constexpr TileConfig tile_config(int head_dim) {
-  return head_dim <= 64 ? TileConfig{192, 128, 2} : head_dim <= 128 ? TileConfig{128, 128, 2} : TileConfig{128, 64, 2};
+  return head_dim <= 64    ? TileConfig{192, 128, 2, false}
+         : head_dim <= 128 ? TileConfig{128, 128, 2, false}
+                           : TileConfig{128, 64, 2, true};
 }
 
 // Largest dynamic shared memory of one block on sm90 (227 KiB).
@@ -47,6 +57,7 @@ struct FwdTraits {
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
+  static constexpr bool kLateP = tile_config(kHeadDim_).late_p;
   static constexpr int kGroupRows = 64;  // rows of one wgmma, one consumer group
   static constexpr int kConsumerGroups = kBlockM / kGroupRows;
   static_assert(kBlockM % kGroupRows == 0 && kConsumerGroups >= 2 && kConsumerGroups <= 3,
