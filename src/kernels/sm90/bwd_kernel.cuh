@@ -265,21 +265,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     Tensor acc_s = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
     Barrier::wait(&smem.q_full[s], phase);
     wgmma_issue<true, false>(mma_sdp, tSrK, tSrQ(_, _, _, s), acc_s);
-    // At 64 rows, this thread's rows' LSE (with Q, under q_full) go into
-    // registers while S^T runs: read after S^T's wait, their latency sat in
-    // front of P's first FFMA (ncu, hd128: 5% of the stall samples on it). At
-    // 128 rows the 32 registers would spill; they are read in place.
-    constexpr int kRowsQ = decltype(size<1>(acc_rowcol(acc_s.layout())))::value;  // query rows a thread holds
-    constexpr bool kLseEarly = kBlockM == 64;
-    float lse2[kLseEarly ? kRowsQ : 1];
-    if constexpr (kLseEarly) {
-      CUTE_UNROLL
-      for (int ni = 0; ni < kRowsQ; ++ni) lse2[ni] = smem.lse_log2[s][get<1>(coord(0, ni))];
-    }
-    auto lse_of = [&](int ni) __attribute__((always_inline)) {
-      if constexpr (kLseEarly) return lse2[ni];
-      else return smem.lse_log2[s][get<1>(coord(0, ni))];
-    };
     Tensor acc_dp = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
     Barrier::wait(&smem.do_full[s], phase);
     wgmma_issue<true, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, s), acc_dp);
@@ -303,16 +288,18 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       }
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(sc); ++ni) {
-        const int q = get<1>(coord(0, ni)) - q0;
+        const int il = get<1>(coord(0, ni)), q = il - q0;
+        const float lse2 = smem.lse_log2[s][il];
         CUTE_UNROLL
         for (int mi = 0; mi < 2; ++mi)
-          sc(mi, ni) = q >= lo[mi] && q < hi[mi] ? exp2f(fmaf(sc(mi, ni), p.scale_log2, -lse_of(ni))) : 0.f;
+          sc(mi, ni) = q >= lo[mi] && q < hi[mi] ? exp2f(fmaf(sc(mi, ni), p.scale_log2, -lse2)) : 0.f;
       }
     } else {
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(sc); ++ni) {
+        const float lse2 = smem.lse_log2[s][get<1>(coord(0, ni))];
         CUTE_UNROLL
-        for (int mi = 0; mi < 2; ++mi) sc(mi, ni) = exp2f(fmaf(sc(mi, ni), p.scale_log2, -lse_of(ni)));
+        for (int mi = 0; mi < 2; ++mi) sc(mi, ni) = exp2f(fmaf(sc(mi, ni), p.scale_log2, -lse2));
       }
     }
     // dV's place (Traits::kDsFirst): issued here it runs under dS's formation;
