@@ -61,11 +61,17 @@ using namespace cute;
 //       + 32 (S^T or dP^T) + 16 (16-bit P^T or dS^T) + 32 (group 1: fp32 P^T
 //       from group 0), then 128 + 16 + 64 (dQ) at the end of a step.
 //       Shared memory: K 32 KiB + V 32 KiB + Q 2 x 32 KiB + dO 2 x 32 KiB = 192
-//       KiB, P^T 16 KiB (fp32), dS 8 KiB, LSE / d_i 1 KiB: 222208 B with the
-//       barriers. dQ's fp32 staging (64 x 256 x 4 = 64 KiB) does not fit beside
-//       them: each group stages its 64 x 128 half (32 KiB) in the step's own Q
-//       (group 1) or dO (group 0) stage once every reader of it is done, and the
-//       stage goes back to the producer when the reduce-add has read it.
+//       KiB, P^T 16 KiB (fp32), dS 8 KiB, LSE / d_i 1 KiB, barriers: 223232 B
+//       (sizeof, 1024-aligned; limit 232448). dQ's fp32 staging (64 x 256 x 4 =
+//       64 KiB) does not fit beside them: each group stages its 64 x 128 half
+//       (32 KiB) in the step's own Q (group 1) or dO (group 0) stage once every
+//       reader of it is done, and the stage goes back to the producer when the
+//       reduce-add has read it. ptxas: no spills (setmaxnreg 240).
+//     Predicted (not yet run; kernel_notes, sm90 backward v5): 380-470 TFLOP/s
+//     at N = 16k against the sm80 kernel's ~189; per 64 x 64 step the block
+//     does hd128's tensor-core work with half its elementwise work per thread,
+//     and the limit is likely L2: a step moves 64 KiB of Q / dO and 64 KiB of
+//     dQ reduce-add for the FLOPs of an hd128 step, which moves 32 + 32 KiB.
 struct BwdTileConfig {
   int block_m;
   int block_n = 128;
