@@ -1,11 +1,13 @@
 // The Hopper backward kernel (sm90a): dK, dV and the fp32 dQ accumulator of one
-// (kv head, 128-key tile) per block; probabilities recomputed from the LSE.
+// (kv head, key tile) per block (128 keys; 64 at hd256); probabilities
+// recomputed from the LSE.
 //   producer warp: TMA copies of K and V (once) and of the Q and dO tiles of
 //     every step into a ring of stages; its lanes copy the steps' LSE (in log2
 //     units) and d_i = dO_i . O_i beside them;
-//   consumer warp groups (64 keys each): the five products of bwd_traits.h, the
-//     score gradient in registers, dS^T through shared memory for dQ, and dQ's
-//     partial sums added to global memory by a TMA reduce-add.
+//   consumer warp groups (64 keys each; at hd256 the two groups split the
+//     products of the 64 keys instead, kByProduct): the five products of
+//     bwd_traits.h, the score gradient in registers, dS^T through shared memory
+//     for dQ, and dQ's partial sums added to global memory by a TMA reduce-add.
 // The row-dot pre-pass and the dQ conversion are the kernels of
 // kernels/common/bwd_common.cuh.
 #pragma once
