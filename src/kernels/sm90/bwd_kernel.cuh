@@ -99,6 +99,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       Barrier::init(&smem.q_full[s], 1 + 32);  // the TMA thread + the lanes writing LSE and d
       Barrier::init(&smem.do_full[s], 1);
       Barrier::init(&smem.empty[s], Traits::kEmptyArrivals);
+      if constexpr (Traits::kByProduct) Barrier::init(&smem.rows_empty[s], Traits::kConsumerThreads);
     }
     cutlass::arch::fence_barrier_init();
   }
@@ -138,7 +139,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     for (int step = 0; step < n_steps; ++step) {
       const int s = step % kStages, round = step / kStages;
       const int h = step_head(step), m_block = step_mblock(step);
-      if (round > 0) Barrier::wait(&smem.empty[s], (round - 1) & 1);
+      if (round > 0) {
+        Barrier::wait(&smem.empty[s], (round - 1) & 1);
+        if constexpr (Traits::kByProduct) Barrier::wait(&smem.rows_empty[s], (round - 1) & 1);
+      }
       if (lane == 0) {
         Tensor gQ = local_tile(domain_offset(q_start, mQ(_, _, h, bb)), TileQ{}, make_coord(m_block, _0{}));
         Tensor gdO = local_tile(domain_offset(q_start, mdO(_, _, h, bb)), TileQ{}, make_coord(m_block, _0{}));
@@ -276,6 +280,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
             for (int mi = 0; mi < 2; ++mi) x(mi, ni) = exp2f(fmaf(x(mi, ni), p.scale_log2, -lse2));
           }
         }
+        Barrier::arrive(&smem.rows_empty[s]);  // this thread's LSE reads of the stage are done
         CUTE_UNROLL
         for (int c = 0; c < kChunks; ++c)
           p_x[c * 128] = make_float4(acc(4 * c), acc(4 * c + 1), acc(4 * c + 2), acc(4 * c + 3));
@@ -300,6 +305,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
           CUTE_UNROLL
           for (int mi = 0; mi < size<0>(x); ++mi) x(mi, ni) = pr(mi, ni) * (x(mi, ni) - d) * p.softmax_scale;
         }
+        Barrier::arrive(&smem.rows_empty[s]);  // this thread's d reads of the stage are done
         convert_into(acc, rA);
       }
       wgmma_issue<false, true>(mma_dkv, make_tensor(rA.data(), acc_as_a(rA.layout())), tKVrB(_, _, _, s), acc_kv);

@@ -203,6 +203,9 @@ struct BwdTraits {
     float row_dot[kStages][kBlockM];
     alignas(16) uint64_t kv_full;
     uint64_t q_full[kStages], do_full[kStages], empty[kStages];
+    // Every consumer thread has read the stage's LSE / d rows (the stage's
+    // tiles go back through `empty`, which only the two leaders arrive on).
+    uint64_t rows_empty[kStages];
   };
   using SharedStorage = std::conditional_t<kByProduct, SharedStorageByProduct, SharedStorageByKeys>;
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
