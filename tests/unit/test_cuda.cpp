@@ -141,8 +141,26 @@ std::vector<Case> hopper_cases() {
   return in_dtypes(cases, {DType::f16, DType::bf16});
 }
 INSTANTIATE_TEST_SUITE_P(Hopper, CudaForward, ::testing::ValuesIn(on_cuda(hopper_cases())), CaseParamName());
-// The Hopper backward takes head dims 64 and 128 of these (256 runs on sm80).
+// The Hopper backward takes all three head dims of these (hd256 with 64 keys per
+// block and the consumer groups split by product); softcap and ALiBi run on sm80.
 INSTANTIATE_TEST_SUITE_P(Hopper, CudaBackward, ::testing::ValuesIn(on_cuda(hopper_cases())), CaseParamName());
+
+// The Hopper backward at hd256 (64 keys per block, group 0 S^T/P^T/dV, group 1
+// dP^T/dS^T/dK, dQ staged in the step's Q/dO stage): grouped-query heads with
+// many steps per block (the two-stage ring wraps, the stage hand-back runs),
+// lengths that are not multiples of the 64-key or 64-row tiles, masks that cut
+// tiles, packed sequences with grouped heads. Small: the float64 oracle is slow.
+std::vector<Case> hopper_hd256_backward_cases() {
+  std::vector<Case> cases;
+  cases.push_back(Case("hdim256_gqa").batch(2).seq(250, 270).heads(6, 2).dims(256, 256));
+  cases.push_back(Case("hdim256_gqa_causal").seq(301, 229).heads(4, 2).dims(256, 256).causal_mask());
+  cases.push_back(Case("hdim256_gqa_window").seq(230, 300).heads(4, 2).dims(256, 256).win(70, 9));
+  cases.push_back(Case("hdim256_packed_gqa_causal").packed({1, 65, 200}, {64, 130, 190}).heads(4, 2)
+                      .dims(256, 256).causal_mask());
+  return in_dtypes(cases, {DType::f16, DType::bf16});
+}
+INSTANTIATE_TEST_SUITE_P(Hopper256, CudaBackward, ::testing::ValuesIn(on_cuda(hopper_hd256_backward_cases())),
+                         CaseParamName());
 INSTANTIATE_TEST_SUITE_P(HeadDims, CudaBackward, ::testing::ValuesIn(on_cuda(head_dim_cases())), CaseParamName());
 
 // Device buffers for a small contiguous [B, S, H, D] problem.
@@ -402,7 +420,7 @@ TEST(CudaDispatch, HopperForwardTakesOnlyWhatTmaCanDescribe) {
   EXPECT_FALSE(fa::sm90::supports_forward(no_keys));
 }
 
-// The Hopper backward: the same TMA rule (dO included), head dims 64/128, no
+// The Hopper backward: the same TMA rule (dO included), head dims 64/128/256, no
 // score modifiers, and not the deterministic mode (that is the sm80 path).
 TEST(CudaDispatch, HopperBackwardTakesOnlyWhatItImplements) {
   const fa::BwdParams p = hopper_problem();
@@ -420,7 +438,17 @@ TEST(CudaDispatch, HopperBackwardTakesOnlyWhatItImplements) {
   EXPECT_FALSE(fa::sm90::supports_backward(dropout));
   fa::BwdParams hd256 = p;
   hd256.head_dim_qk = hd256.head_dim_v = 256;
+#if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_SM90_BWD_256_BF16)
+  EXPECT_TRUE(fa::sm90::supports_backward(hd256));
+#else
   EXPECT_FALSE(fa::sm90::supports_backward(hd256));
+#endif
+  fa::BwdParams hd96 = p;  // no Hopper backward at other head dims
+  hd96.head_dim_qk = hd96.head_dim_v = 96;
+  EXPECT_FALSE(fa::sm90::supports_backward(hd96));
+  fa::BwdParams dv_ne_dqk = p;
+  dv_ne_dqk.head_dim_qk = 256;
+  EXPECT_FALSE(fa::sm90::supports_backward(dv_ne_dqk));
 #if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_SM90_BWD_128_BF16)
   fa::BwdParams causal = p;
   causal.window_right = 0;

@@ -1,11 +1,13 @@
 // The Hopper backward kernel (sm90a): dK, dV and the fp32 dQ accumulator of one
-// (kv head, 128-key tile) per block; probabilities recomputed from the LSE.
+// (kv head, key tile) per block (128 keys; 64 at hd256); probabilities
+// recomputed from the LSE.
 //   producer warp: TMA copies of K and V (once) and of the Q and dO tiles of
 //     every step into a ring of stages; its lanes copy the steps' LSE (in log2
 //     units) and d_i = dO_i . O_i beside them;
-//   consumer warp groups (64 keys each): the five products of bwd_traits.h, the
-//     score gradient in registers, dS^T through shared memory for dQ, and dQ's
-//     partial sums added to global memory by a TMA reduce-add.
+//   consumer warp groups (64 keys each; at hd256 the two groups split the
+//     products of the 64 keys instead, kByProduct): the five products of
+//     bwd_traits.h, the score gradient in registers, dS^T through shared memory
+//     for dQ, and dQ's partial sums added to global memory by a TMA reduce-add.
 // The row-dot pre-pass and the dQ conversion are the kernels of
 // kernels/common/bwd_common.cuh.
 #pragma once
@@ -96,7 +98,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     for (int s = 0; s < kStages; ++s) {
       Barrier::init(&smem.q_full[s], 1 + 32);  // the TMA thread + the lanes writing LSE and d
       Barrier::init(&smem.do_full[s], 1);
-      Barrier::init(&smem.empty[s], Traits::kConsumerThreads);
+      Barrier::init(&smem.empty[s], Traits::kEmptyArrivals);
+      if constexpr (Traits::kByProduct) Barrier::init(&smem.rows_empty[s], Traits::kConsumerThreads);
     }
     cutlass::arch::fence_barrier_init();
   }
@@ -136,7 +139,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     for (int step = 0; step < n_steps; ++step) {
       const int s = step % kStages, round = step / kStages;
       const int h = step_head(step), m_block = step_mblock(step);
-      if (round > 0) Barrier::wait(&smem.empty[s], (round - 1) & 1);
+      if (round > 0) {
+        Barrier::wait(&smem.empty[s], (round - 1) & 1);
+        if constexpr (Traits::kByProduct) Barrier::wait(&smem.rows_empty[s], (round - 1) & 1);
+      }
       if (lane == 0) {
         Tensor gQ = local_tile(domain_offset(q_start, mQ(_, _, h, bb)), TileQ{}, make_coord(m_block, _0{}));
         Tensor gdO = local_tile(domain_offset(q_start, mdO(_, _, h, bb)), TileQ{}, make_coord(m_block, _0{}));
@@ -162,223 +168,433 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
   // Consumers.
   cutlass::arch::warpgroup_reg_alloc<240>();
-  const int tidx = threadIdx.x - 128;
-  const int group = warp_group - 1;
-  typename Traits::TiledMmaSdP mma_sdp;
-  typename Traits::TiledMmadKV mma_dkv;
-  typename Traits::TiledMmadQ mma_dq;
-  auto thr_sdp = mma_sdp.get_thread_slice(tidx);
-  auto thr_dkv = mma_dkv.get_thread_slice(tidx);
-  // Split by columns, the dQ product spans both groups; split by keys, each
-  // group runs its own.
-  auto thr_dq = mma_dq.get_thread_slice(kSplitN ? tidx : tidx % 128);
+  if constexpr (Traits::kByProduct) {
+    // By product (hd256, 64 keys; bwd_traits.h): group 0 runs S^T = K Q^T, P^T,
+    // dV += P^T dO and dQ's columns [0, 128); group 1 dP^T = V dO^T, dS^T (with
+    // group 0's fp32 P^T), dK += dS^T Q and dQ's columns [128, 256). Both groups
+    // run the same instruction stream on their own operands but for the
+    // elementwise part. Per step they meet twice: P^T ready (group 0 arrives,
+    // group 1 waits; kBarP) and dS ready (both wait; kBarDs).
+    // Reuse of the single P^T and dS buffers: group 0 writes P^T of the next
+    // step only after kBarDs, which group 1 reaches after reading P^T; group 1
+    // writes dS^T of the next step only after the next kBarP, which group 0
+    // reaches after its wait for this step's dQ (the reader of dS).
+    constexpr int kBarP = 3, kBarDs = 4;  // 1 and 2 are the groups' own barriers
+    const int group = warp_group - 1;
+    const int tidx = threadIdx.x % 128;  // thread within its group
+    const bool g0 = group == 0;
+    typename Traits::TiledMmaSdP mma_sdp;
+    typename Traits::TiledMmadKV mma_dkv;
+    typename Traits::TiledMmadQ mma_dq;
+    auto thr_sdp = mma_sdp.get_thread_slice(tidx);
+    auto thr_dkv = mma_dkv.get_thread_slice(tidx);
+    auto thr_dq = mma_dq.get_thread_slice(tidx);
+    // The group's operands: A of S^T / dP^T (K or V), B of S^T / dP^T (Q or
+    // dO) and B of dV / dK (dO or Q, head-dim-major).
+    Tensor sA = make_tensor(make_smem_ptr(g0 ? smem.k.data() : smem.v.data()), typename Traits::SmemLayoutKV{});
+    Tensor sB = make_tensor(make_smem_ptr(g0 ? smem.q.data() : smem.dout.data()), typename Traits::SmemLayoutQ{});
+    Tensor sBt = make_tensor(make_smem_ptr(g0 ? smem.dout.data() : smem.q.data()), typename Traits::SmemLayoutQt{});
+    Tensor tSrA = thr_sdp.partition_fragment_A(sA);
+    Tensor tSrB = thr_sdp.partition_fragment_B(sB);    // (.., .., k, stage)
+    Tensor tKVrB = thr_dkv.partition_fragment_B(sBt);  // (.., .., k, stage)
+    Tensor tdQrdS = thr_dq.partition_fragment_A(sdS);  // (.., .., k, 1)
+    Tensor tdQrK = thr_dq.partition_fragment_B(
+        local_tile(sKt, Shape<Int<kDqCols>, Int<kBlockN>>{}, make_coord(group, _0{})));
+    Tensor acc_kv = partition_fragment_C(mma_dkv, Shape<Int<kBlockN>, Int<kHeadDim>>{});  // dV or dK
+    clear(acc_kv);
 
-  Tensor tSrK = thr_sdp.partition_fragment_A(sK);
-  Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);     // (.., .., k, stage)
-  Tensor tdPrV = thr_sdp.partition_fragment_A(sV);
-  Tensor tdPrdO = thr_sdp.partition_fragment_B(sdO);  // (.., .., k, stage)
-  Tensor tdVrdO = thr_dkv.partition_fragment_B(sdOt);  // (.., .., k, stage)
-  Tensor tdKrQ = thr_dkv.partition_fragment_B(sQt);    // (.., .., k, stage)
-  auto dq_operands = [&]() __attribute__((always_inline)) {
-    if constexpr (kSplitN) {
-      return make_tuple(thr_dq.partition_fragment_A(sdS), thr_dq.partition_fragment_B(sKt));
-    } else {
-      using Half = Shape<Int<kBlockM>, _64>;
-      Tensor sdS_g = local_tile(sdS(_, _, 0), Half{}, make_coord(_0{}, group));
-      Tensor sKt_g = local_tile(sKt, Shape<Int<kHeadDim>, _64>{}, make_coord(_0{}, group));
-      return make_tuple(thr_dq.partition_fragment_A(sdS_g), thr_dq.partition_fragment_B(sKt_g));
+    // (key, query row) of every S^T / dP^T element this thread holds; the same
+    // for both groups (one accumulator layout).
+    Tensor tScS = thr_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kBlockM>>{}));
+    Tensor coord = make_tensor(tScS.data(), acc_rowcol(tScS.layout()));
+    Tensor tdSoff = thr_sdp.partition_C(
+        make_tensor(counting_iterator<int>{0}, typename Traits::SmemLayoutdSt{}.layout_b()));
+    static_assert(decltype(size<0>(coord))::value == 2, "two key rows per thread");
+    int key_row_lo[2], key_row_hi[2];
+    CUTE_UNROLL
+    for (int mi = 0; mi < 2; ++mi) {
+      const int j = c0 + get<0>(coord(mi, 0));
+      key_row_lo[mi] = j < seqlen_k ? int(mask.row_begin(j)) : 0;
+      key_row_hi[mi] = j < seqlen_k ? int(mask.row_end(j)) : 0;
     }
-  };
-  auto [tdQrdS, tdQrK] = dq_operands();
+    // dQ: the group's (kBlockM, 128) fp32 half, staged in this step's dO stage
+    // (group 0) or Q stage (group 1) and reduce-added from there.
+    Tensor tdQoff = thr_dq.partition_C(
+        make_tensor(counting_iterator<int>{0}, typename Traits::SmemLayoutdQMma{}.layout_b()));
+    const bool dq_leader = tidx == 0;
+    const int rows_q = int(packed ? p.total_q : p.seqlen_q);
+    Tensor mdQ = args.tma_dq.get_tma_tensor(make_shape(rows_q, kHeadDim, int(p.heads_q), batches));
+    auto group_sync = [&]() { cutlass::arch::NamedBarrier::sync(128, 1 + group); };
+    Element* const staging = g0 ? smem.dout.data() : smem.q.data();
+    constexpr int kStageElems = kBlockM * kHeadDim;  // one Q / dO stage
+    static_assert(cosize_v<typename Traits::SmemLayoutQ> == kStages * kStageElems, "stages back to back");
+    // P^T from group 0 to group 1: chunk c (4 floats) of thread t at c * 128 + t.
+    float4* const p_x = reinterpret_cast<float4*>(smem.p.data()) + tidx;
+    constexpr int kChunks = decltype(size(tScS))::value / 4;
 
-  Tensor acc_dk = partition_fragment_C(mma_dkv, Shape<Int<kBlockN>, Int<kHeadDim>>{});
-  Tensor acc_dv = partition_fragment_C(mma_dkv, Shape<Int<kBlockN>, Int<kHeadDim>>{});
-  clear(acc_dk);
-  clear(acc_dv);
-  // (key, query row) of every S^T element this thread holds, within the block's tile.
-  Tensor tScS = thr_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kBlockM>>{}));
-  Tensor coord = make_tensor(tScS.data(), acc_rowcol(tScS.layout()));
-  // dS^T's partition as element offsets of the unswizzled layout (.., .., ..,
-  // buffer), for the 32-bit stores; and the query rows that see each of this
-  // thread's two keys, [key_row_lo, key_row_hi) from the mask, empty for keys
-  // past the sequence. A row sees key j iff it lies in row_begin(j)..row_end(j),
-  // the same test as col_begin(i) <= j < col_end(i), with two ranges per thread
-  // instead of two per query column.
-  Tensor tdSoff = thr_sdp.partition_C(
-      make_tensor(counting_iterator<int>{0}, typename Traits::SmemLayoutdSt{}.layout_b()));
-  static_assert(decltype(size<0>(coord))::value == 2, "two key rows per thread");
-  int key_row_lo[2], key_row_hi[2];
-  CUTE_UNROLL
-  for (int mi = 0; mi < 2; ++mi) {
-    const int j = c0 + get<0>(coord(mi, 0));
-    key_row_lo[mi] = j < seqlen_k ? int(mask.row_begin(j)) : 0;
-    key_row_hi[mi] = j < seqlen_k ? int(mask.row_end(j)) : 0;
-  }
+    const int k0 = c0;
+    if (n_steps > 0) Barrier::wait(&smem.kv_full, 0);
+    for (int step = 0; step < n_steps; ++step) {
+      const int s = step % kStages, phase = (step / kStages) & 1;
+      const int m_block = step_mblock(step), m0 = m_block * kBlockM;
 
-  // fp32 dQ staging of this group and its TMA reduce-add into the accumulator.
-  // The dQ product writes through SmemLayoutdQMma: split by columns it spans both
-  // groups' tiles (group g's columns are its tile), split by keys it is the
-  // group's own tile.
-  Tensor sdQ = make_tensor(make_smem_ptr(smem.dq.data() + group * cosize_v<typename Traits::SmemLayoutdQ>),
-                           typename Traits::SmemLayoutdQ{});
-  Tensor tdQoff = thr_dq.partition_C(
-      make_tensor(counting_iterator<int>{0}, typename Traits::SmemLayoutdQMma{}.layout_b()));
-  char* const sdQ_bytes =
-      reinterpret_cast<char*>(smem.dq.data() + (kSplitN ? 0 : group * cosize_v<typename Traits::SmemLayoutdQ>));
-  const bool dq_leader = tidx % 128 == 0;
-  const int rows_q = int(packed ? p.total_q : p.seqlen_q);
-  Tensor mdQ = args.tma_dq.get_tma_tensor(make_shape(rows_q, kHeadDim, int(p.heads_q), batches));
-  auto group_sync = [&]() { cutlass::arch::NamedBarrier::sync(128, 1 + group); };
-
-  const int k0 = c0;  // first key of the block
-  // dQ partial sums of a step: registers -> staging tile (pairs of columns) ->
-  // TMA reduce-add; the previous reduce must have finished reading the tile.
-  // dQ is issued before dK so that this runs under the dK product. (Running it
-  // under the next step's S^T instead would leave a wgmma in flight across the
-  // loop's back edge, which ptxas answers by serialising the wgmma pipeline.)
-  auto reduce_dq = [&](const auto& acc_dq, int step) __attribute__((always_inline)) {
+      Tensor acc = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});  // S^T or dP^T
+      Barrier::wait(g0 ? &smem.q_full[s] : &smem.do_full[s], phase);
+      wgmma_issue<true, false>(mma_sdp, tSrA, tSrB(_, _, _, s), acc);
+      // The previous step's reduce-add has read its staging: that stage goes
+      // back to the producer (both leaders; kEmptyArrivals = 2).
+      if (dq_leader && step > 0) {
+        tma_store_wait<0>();
+        Barrier::arrive(&smem.empty[(step - 1) % kStages]);
+      }
+      // The other tile (dV's / dK's B), and LSE and d_i with Q.
+      Barrier::wait(g0 ? &smem.do_full[s] : &smem.q_full[s], phase);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(acc);
+      Tensor x = make_tensor(acc.data(), acc_rowcol(acc.layout()));
+      Tensor rA = make_tensor<Element>(acc.layout());  // P^T or dS^T in 16 bits: dV's / dK's A
+      const int q0 = get<1>(coord(0, 0));
+      if (g0) {
+        // P^T, masked as by keys (the rows that see each of the thread's two keys).
+        const bool need_mask = !mask.tile_full(m0, min(m0 + kBlockM, seqlen_q), k0, k0 + kBlockN);
+        if (need_mask) {
+          int lo[2], hi[2];
+          CUTE_UNROLL
+          for (int mi = 0; mi < 2; ++mi) {
+            lo[mi] = key_row_lo[mi] - m0 - q0;
+            hi[mi] = key_row_hi[mi] - m0 - q0;
+          }
+          CUTE_UNROLL
+          for (int ni = 0; ni < size<1>(x); ++ni) {
+            const int il = get<1>(coord(0, ni)), q = il - q0;
+            const float lse2 = smem.lse_log2[s][il];
+            CUTE_UNROLL
+            for (int mi = 0; mi < 2; ++mi)
+              x(mi, ni) = q >= lo[mi] && q < hi[mi] ? exp2f(fmaf(x(mi, ni), p.scale_log2, -lse2)) : 0.f;
+          }
+        } else {
+          CUTE_UNROLL
+          for (int ni = 0; ni < size<1>(x); ++ni) {
+            const float lse2 = smem.lse_log2[s][get<1>(coord(0, ni))];
+            CUTE_UNROLL
+            for (int mi = 0; mi < 2; ++mi) x(mi, ni) = exp2f(fmaf(x(mi, ni), p.scale_log2, -lse2));
+          }
+        }
+        Barrier::arrive(&smem.rows_empty[s]);  // this thread's LSE reads of the stage are done
+        CUTE_UNROLL
+        for (int c = 0; c < kChunks; ++c)
+          p_x[c * 128] = make_float4(acc(4 * c), acc(4 * c + 1), acc(4 * c + 2), acc(4 * c + 3));
+        cutlass::arch::NamedBarrier::arrive(Traits::kConsumerThreads, kBarP);
+        convert_into(acc, rA);
+      } else {
+        // dS^T = P^T (dP^T - d) scale, with group 0's fp32 P^T.
+        Tensor pt = make_tensor_like(acc);
+        cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads, kBarP);
+        CUTE_UNROLL
+        for (int c = 0; c < kChunks; ++c) {
+          const float4 v = p_x[c * 128];
+          pt(4 * c) = v.x;
+          pt(4 * c + 1) = v.y;
+          pt(4 * c + 2) = v.z;
+          pt(4 * c + 3) = v.w;
+        }
+        Tensor pr = make_tensor(pt.data(), acc_rowcol(pt.layout()));
+        CUTE_UNROLL
+        for (int ni = 0; ni < size<1>(x); ++ni) {
+          const float d = smem.row_dot[s][get<1>(coord(0, ni))];
+          CUTE_UNROLL
+          for (int mi = 0; mi < size<0>(x); ++mi) x(mi, ni) = pr(mi, ni) * (x(mi, ni) - d) * p.softmax_scale;
+        }
+        Barrier::arrive(&smem.rows_empty[s]);  // this thread's d reads of the stage are done
+        convert_into(acc, rA);
+      }
+      wgmma_issue<false, true>(mma_dkv, make_tensor(rA.data(), acc_as_a(rA.layout())), tKVrB(_, _, _, s), acc_kv);
+      if (!g0) {
+        // dS^T to shared memory for both groups' dQ (under dK), two query
+        // columns per 32-bit store as by keys.
+        Tensor tdSoff_buf = tdSoff(_, _, _, 0);
+        char* const sdS_bytes = reinterpret_cast<char*>(smem.ds.data());
+        const uint32_t ds_base = opaque(uint32_t(tdSoff_buf(0)));
+        CUTE_UNROLL
+        for (int e = 0; e < size(rA); e += 2) {
+          cutlass::Array<Element, 2> pair;
+          pair[0] = rA(e);
+          pair[1] = rA(e + 1);
+          *reinterpret_cast<cutlass::Array<Element, 2>*>(sdS_bytes + swizzled_byte_offset<Element>(tdSoff_buf, ds_base, e)) = pair;
+        }
+        cutlass::arch::fence_view_async_shared();  // generic-proxy writes, read by wgmma
+      }
+      cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads, kBarDs);
+      Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kDqCols>>{});
+      wgmma_issue<true, false>(mma_dq, tdQrdS(_, _, _, 0), tdQrK, acc_dq);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(acc_kv);
+      warpgroup_fence_operand(acc_dq);
+      // Staging in this step's dO (group 0) / Q (group 1) stage: its other
+      // readers are done (dP^T / S^T of the other group, before kBarDs / kBarP),
+      // and this group's four warps have waited for their own wgmma.
+      char* const stage_bytes = reinterpret_cast<char*>(staging + s * kStageElems);
+      group_sync();
+      const uint32_t dq_base = opaque(uint32_t(tdQoff(0)));
+      CUTE_UNROLL
+      for (int e = 0; e < size(acc_dq); e += 2)
+        *reinterpret_cast<float2*>(stage_bytes + swizzled_byte_offset<float>(tdQoff, dq_base, e)) =
+            make_float2(acc_dq(e), acc_dq(e + 1));
+      cutlass::arch::fence_view_async_shared();
+      group_sync();
+      if (dq_leader) {
+        const int h = step_head(step);
+        Tensor gdQ = local_tile(domain_offset(make_coord(int(sl.q_offset), _0{}), mdQ(_, _, h, bb)),
+                                Shape<Int<kBlockM>, Int<kDqCols>>{}, make_coord(m_block, group));
+        Tensor sdQ = make_tensor(make_smem_ptr(reinterpret_cast<float*>(stage_bytes)), typename Traits::SmemLayoutdQ{});
+        auto cta = args.tma_dq.get_slice(_0{});
+        copy(args.tma_dq, cta.partition_S(sdQ), cta.partition_D(gdQ));
+        tma_store_arrive();
+      }
+    }
     if (dq_leader) tma_store_wait<0>();
-    group_sync();
-    const uint32_t dq_base = opaque(uint32_t(tdQoff(0)));
+
+    // Epilogue: dV (group 0) or dK (group 1) straight from registers, keys past
+    // the sequence not written.
+    Tensor tKVc = thr_dkv.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+    Tensor kv_coord = make_tensor(tKVc.data(), acc_rowcol(tKVc.layout()));
+    Tensor kv_rc = make_tensor(acc_kv.data(), acc_rowcol(acc_kv.layout()));
+    Element* const out = static_cast<Element*>(g0 ? p.dv : p.dk);
+    const int64_t out_batch = g0 ? p.dv_batch_stride : p.dk_batch_stride;
+    const int64_t out_row = g0 ? p.dv_row_stride : p.dk_row_stride;
+    const int64_t out_head = g0 ? p.dv_head_stride : p.dk_head_stride;
     CUTE_UNROLL
-    for (int e = 0; e < size(acc_dq); e += 2)
-      *reinterpret_cast<float2*>(sdQ_bytes + swizzled_byte_offset<float>(tdQoff, dq_base, e)) =
-          make_float2(acc_dq(e), acc_dq(e + 1));
-    cutlass::arch::fence_view_async_shared();
-    group_sync();
-    if (dq_leader) {
-      const int h = step_head(step), m_block = step_mblock(step);
-      Tensor gdQ = local_tile(domain_offset(make_coord(int(sl.q_offset), _0{}), mdQ(_, _, h, bb)),
-                              Shape<Int<kBlockM>, Int<kDqCols>>{}, make_coord(m_block, kSplitN ? group : 0));
-      auto cta = args.tma_dq.get_slice(_0{});
-      copy(args.tma_dq, cta.partition_S(sdQ), cta.partition_D(gdQ));
-      tma_store_arrive();
-    }
-  };
-
-  if (n_steps > 0) Barrier::wait(&smem.kv_full, 0);
-  for (int step = 0; step < n_steps; ++step) {
-    const int s = step % kStages, phase = (step / kStages) & 1;
-    const int h = step_head(step), m_block = step_mblock(step), m0 = m_block * kBlockM;
-    const int ds_buf = kSplitN ? step & 1 : 0;
-
-    Tensor acc_s = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
-    Barrier::wait(&smem.q_full[s], phase);
-    wgmma_issue<true, false>(mma_sdp, tSrK, tSrQ(_, _, _, s), acc_s);
-    Tensor acc_dp = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
-    Barrier::wait(&smem.do_full[s], phase);
-    wgmma_issue<true, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, s), acc_dp);
-
-    // P^T as soon as S^T lands (dP^T still running), then dV += P^T dO while
-    // dS^T is formed and goes to shared memory; then dQ = dS K and dK += dS^T Q.
-    const bool need_mask = !mask.tile_full(m0, min(m0 + kBlockM, seqlen_q), k0, k0 + kBlockN);
-    Tensor sc = make_tensor(acc_s.data(), acc_rowcol(acc_s.layout()));
-    Tensor dp = make_tensor(acc_dp.data(), acc_rowcol(acc_dp.layout()));
-    warpgroup_wait<1>();
-    warpgroup_fence_operand(acc_s);
-    // Query columns relative to this thread's first one (constants once
-    // unrolled) against the keys' row ranges shifted to match.
-    const int q0 = get<1>(coord(0, 0));
-    if (need_mask) {
-      int lo[2], hi[2];
+    for (int mi = 0; mi < size<0>(kv_rc); ++mi) {
+      const int j = k0 + get<0>(kv_coord(mi, 0));
+      if (j >= seqlen_k) continue;
+      Element* row = out + sl.k_row(b, out_batch, out_row, out_head, hk, j);
       CUTE_UNROLL
-      for (int mi = 0; mi < 2; ++mi) {
-        lo[mi] = key_row_lo[mi] - m0 - q0;
-        hi[mi] = key_row_hi[mi] - m0 - q0;
+      for (int ni = 0; ni < size<1>(kv_rc); ni += 2) {
+        cutlass::Array<Element, 2> pair;
+        pair[0] = Element(kv_rc(mi, ni));
+        pair[1] = Element(kv_rc(mi, ni + 1));
+        *reinterpret_cast<cutlass::Array<Element, 2>*>(row + get<1>(kv_coord(mi, ni))) = pair;
       }
+    }
+  } else {
+    const int tidx = threadIdx.x - 128;
+    const int group = warp_group - 1;
+    typename Traits::TiledMmaSdP mma_sdp;
+    typename Traits::TiledMmadKV mma_dkv;
+    typename Traits::TiledMmadQ mma_dq;
+    auto thr_sdp = mma_sdp.get_thread_slice(tidx);
+    auto thr_dkv = mma_dkv.get_thread_slice(tidx);
+    // Split by columns, the dQ product spans both groups; split by keys, each
+    // group runs its own.
+    auto thr_dq = mma_dq.get_thread_slice(kSplitN ? tidx : tidx % 128);
+
+    Tensor tSrK = thr_sdp.partition_fragment_A(sK);
+    Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);     // (.., .., k, stage)
+    Tensor tdPrV = thr_sdp.partition_fragment_A(sV);
+    Tensor tdPrdO = thr_sdp.partition_fragment_B(sdO);  // (.., .., k, stage)
+    Tensor tdVrdO = thr_dkv.partition_fragment_B(sdOt);  // (.., .., k, stage)
+    Tensor tdKrQ = thr_dkv.partition_fragment_B(sQt);    // (.., .., k, stage)
+    auto dq_operands = [&]() __attribute__((always_inline)) {
+      if constexpr (kSplitN) {
+        return make_tuple(thr_dq.partition_fragment_A(sdS), thr_dq.partition_fragment_B(sKt));
+      } else {
+        using Half = Shape<Int<kBlockM>, _64>;
+        Tensor sdS_g = local_tile(sdS(_, _, 0), Half{}, make_coord(_0{}, group));
+        Tensor sKt_g = local_tile(sKt, Shape<Int<kHeadDim>, _64>{}, make_coord(_0{}, group));
+        return make_tuple(thr_dq.partition_fragment_A(sdS_g), thr_dq.partition_fragment_B(sKt_g));
+      }
+    };
+    auto [tdQrdS, tdQrK] = dq_operands();
+
+    Tensor acc_dk = partition_fragment_C(mma_dkv, Shape<Int<kBlockN>, Int<kHeadDim>>{});
+    Tensor acc_dv = partition_fragment_C(mma_dkv, Shape<Int<kBlockN>, Int<kHeadDim>>{});
+    clear(acc_dk);
+    clear(acc_dv);
+    // (key, query row) of every S^T element this thread holds, within the block's tile.
+    Tensor tScS = thr_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kBlockM>>{}));
+    Tensor coord = make_tensor(tScS.data(), acc_rowcol(tScS.layout()));
+    // dS^T's partition as element offsets of the unswizzled layout (.., .., ..,
+    // buffer), for the 32-bit stores; and the query rows that see each of this
+    // thread's two keys, [key_row_lo, key_row_hi) from the mask, empty for keys
+    // past the sequence. A row sees key j iff it lies in row_begin(j)..row_end(j),
+    // the same test as col_begin(i) <= j < col_end(i), with two ranges per thread
+    // instead of two per query column.
+    Tensor tdSoff = thr_sdp.partition_C(
+        make_tensor(counting_iterator<int>{0}, typename Traits::SmemLayoutdSt{}.layout_b()));
+    static_assert(decltype(size<0>(coord))::value == 2, "two key rows per thread");
+    int key_row_lo[2], key_row_hi[2];
+    CUTE_UNROLL
+    for (int mi = 0; mi < 2; ++mi) {
+      const int j = c0 + get<0>(coord(mi, 0));
+      key_row_lo[mi] = j < seqlen_k ? int(mask.row_begin(j)) : 0;
+      key_row_hi[mi] = j < seqlen_k ? int(mask.row_end(j)) : 0;
+    }
+
+    // fp32 dQ staging of this group and its TMA reduce-add into the accumulator.
+    // The dQ product writes through SmemLayoutdQMma: split by columns it spans both
+    // groups' tiles (group g's columns are its tile), split by keys it is the
+    // group's own tile.
+    Tensor sdQ = make_tensor(make_smem_ptr(smem.dq.data() + group * cosize_v<typename Traits::SmemLayoutdQ>),
+                             typename Traits::SmemLayoutdQ{});
+    Tensor tdQoff = thr_dq.partition_C(
+        make_tensor(counting_iterator<int>{0}, typename Traits::SmemLayoutdQMma{}.layout_b()));
+    char* const sdQ_bytes =
+        reinterpret_cast<char*>(smem.dq.data() + (kSplitN ? 0 : group * cosize_v<typename Traits::SmemLayoutdQ>));
+    const bool dq_leader = tidx % 128 == 0;
+    const int rows_q = int(packed ? p.total_q : p.seqlen_q);
+    Tensor mdQ = args.tma_dq.get_tma_tensor(make_shape(rows_q, kHeadDim, int(p.heads_q), batches));
+    auto group_sync = [&]() { cutlass::arch::NamedBarrier::sync(128, 1 + group); };
+
+    const int k0 = c0;  // first key of the block
+    // dQ partial sums of a step: registers -> staging tile (pairs of columns) ->
+    // TMA reduce-add; the previous reduce must have finished reading the tile.
+    // dQ is issued before dK so that this runs under the dK product. (Running it
+    // under the next step's S^T instead would leave a wgmma in flight across the
+    // loop's back edge, which ptxas answers by serialising the wgmma pipeline.)
+    auto reduce_dq = [&](const auto& acc_dq, int step) __attribute__((always_inline)) {
+      if (dq_leader) tma_store_wait<0>();
+      group_sync();
+      const uint32_t dq_base = opaque(uint32_t(tdQoff(0)));
+      CUTE_UNROLL
+      for (int e = 0; e < size(acc_dq); e += 2)
+        *reinterpret_cast<float2*>(sdQ_bytes + swizzled_byte_offset<float>(tdQoff, dq_base, e)) =
+            make_float2(acc_dq(e), acc_dq(e + 1));
+      cutlass::arch::fence_view_async_shared();
+      group_sync();
+      if (dq_leader) {
+        const int h = step_head(step), m_block = step_mblock(step);
+        Tensor gdQ = local_tile(domain_offset(make_coord(int(sl.q_offset), _0{}), mdQ(_, _, h, bb)),
+                                Shape<Int<kBlockM>, Int<kDqCols>>{}, make_coord(m_block, kSplitN ? group : 0));
+        auto cta = args.tma_dq.get_slice(_0{});
+        copy(args.tma_dq, cta.partition_S(sdQ), cta.partition_D(gdQ));
+        tma_store_arrive();
+      }
+    };
+
+    if (n_steps > 0) Barrier::wait(&smem.kv_full, 0);
+    for (int step = 0; step < n_steps; ++step) {
+      const int s = step % kStages, phase = (step / kStages) & 1;
+      const int h = step_head(step), m_block = step_mblock(step), m0 = m_block * kBlockM;
+      const int ds_buf = kSplitN ? step & 1 : 0;
+
+      Tensor acc_s = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
+      Barrier::wait(&smem.q_full[s], phase);
+      wgmma_issue<true, false>(mma_sdp, tSrK, tSrQ(_, _, _, s), acc_s);
+      Tensor acc_dp = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
+      Barrier::wait(&smem.do_full[s], phase);
+      wgmma_issue<true, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, s), acc_dp);
+
+      // P^T as soon as S^T lands (dP^T still running), then dV += P^T dO while
+      // dS^T is formed and goes to shared memory; then dQ = dS K and dK += dS^T Q.
+      const bool need_mask = !mask.tile_full(m0, min(m0 + kBlockM, seqlen_q), k0, k0 + kBlockN);
+      Tensor sc = make_tensor(acc_s.data(), acc_rowcol(acc_s.layout()));
+      Tensor dp = make_tensor(acc_dp.data(), acc_rowcol(acc_dp.layout()));
+      warpgroup_wait<1>();
+      warpgroup_fence_operand(acc_s);
+      // Query columns relative to this thread's first one (constants once
+      // unrolled) against the keys' row ranges shifted to match.
+      const int q0 = get<1>(coord(0, 0));
+      if (need_mask) {
+        int lo[2], hi[2];
+        CUTE_UNROLL
+        for (int mi = 0; mi < 2; ++mi) {
+          lo[mi] = key_row_lo[mi] - m0 - q0;
+          hi[mi] = key_row_hi[mi] - m0 - q0;
+        }
+        CUTE_UNROLL
+        for (int ni = 0; ni < size<1>(sc); ++ni) {
+          const int il = get<1>(coord(0, ni)), q = il - q0;
+          const float lse2 = smem.lse_log2[s][il];
+          CUTE_UNROLL
+          for (int mi = 0; mi < 2; ++mi)
+            sc(mi, ni) = q >= lo[mi] && q < hi[mi] ? exp2f(fmaf(sc(mi, ni), p.scale_log2, -lse2)) : 0.f;
+        }
+      } else {
+        CUTE_UNROLL
+        for (int ni = 0; ni < size<1>(sc); ++ni) {
+          const float lse2 = smem.lse_log2[s][get<1>(coord(0, ni))];
+          CUTE_UNROLL
+          for (int mi = 0; mi < 2; ++mi) sc(mi, ni) = exp2f(fmaf(sc(mi, ni), p.scale_log2, -lse2));
+        }
+      }
+      // dV's place (Traits::kDsFirst): issued here it runs under dS's formation;
+      // with dS first (the fp32 P is then dead) it runs under dS^T's conversion,
+      // stores and barrier only.
+      Tensor rP = make_tensor<Element>(acc_s.layout());
+      Tensor tdVrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
+      if constexpr (!kDsFirst) {
+        convert_into(acc_s, rP);
+        wgmma_issue<false, true>(mma_dkv, tdVrP, tdVrdO(_, _, _, s), acc_dv);
+      }
+      warpgroup_wait<kDsFirst ? 0 : 1>();
+      warpgroup_fence_operand(acc_dp);
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(sc); ++ni) {
-        const int il = get<1>(coord(0, ni)), q = il - q0;
-        const float lse2 = smem.lse_log2[s][il];
+        const float d = smem.row_dot[s][get<1>(coord(0, ni))];
         CUTE_UNROLL
-        for (int mi = 0; mi < 2; ++mi)
-          sc(mi, ni) = q >= lo[mi] && q < hi[mi] ? exp2f(fmaf(sc(mi, ni), p.scale_log2, -lse2)) : 0.f;
+        for (int mi = 0; mi < size<0>(sc); ++mi) {
+          dp(mi, ni) = sc(mi, ni) * (dp(mi, ni) - d) * p.softmax_scale;
+        }
       }
-    } else {
+      if constexpr (kDsFirst) {
+        convert_into(acc_s, rP);
+        wgmma_issue<false, true>(mma_dkv, tdVrP, tdVrdO(_, _, _, s), acc_dv);
+      }
+      Tensor rdS = make_tensor<Element>(acc_dp.layout());
+      convert_into(acc_dp, rdS);
+      Tensor tdKrdS = make_tensor(rdS.data(), acc_as_a(rdS.layout()));
+      // dS^T to shared memory, two query columns (adjacent there) per store.
+      Tensor tdSoff_buf = tdSoff(_, _, _, ds_buf);
+      char* const sdS_bytes = reinterpret_cast<char*>(smem.ds.data());
+      const uint32_t ds_base = opaque(uint32_t(tdSoff_buf(0)));
       CUTE_UNROLL
-      for (int ni = 0; ni < size<1>(sc); ++ni) {
-        const float lse2 = smem.lse_log2[s][get<1>(coord(0, ni))];
-        CUTE_UNROLL
-        for (int mi = 0; mi < 2; ++mi) sc(mi, ni) = exp2f(fmaf(sc(mi, ni), p.scale_log2, -lse2));
+      for (int e = 0; e < size(rdS); e += 2) {
+        cutlass::Array<Element, 2> pair;
+        pair[0] = rdS(e);
+        pair[1] = rdS(e + 1);
+        *reinterpret_cast<cutlass::Array<Element, 2>*>(sdS_bytes + swizzled_byte_offset<Element>(tdSoff_buf, ds_base, e)) = pair;
       }
+      cutlass::arch::fence_view_async_shared();  // generic-proxy writes, read by wgmma
+      if constexpr (kSplitN) cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads, 0);
+      else group_sync();
+
+      Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
+      if constexpr (kSplitN) wgmma_issue<true, false>(mma_dq, tdQrdS(_, _, _, ds_buf), tdQrK, acc_dq);
+      else wgmma_issue<true, false>(mma_dq, tdQrdS, tdQrK, acc_dq);
+      wgmma_issue<false, true>(mma_dkv, tdKrdS, tdKrQ(_, _, _, s), acc_dk);
+      warpgroup_wait<1>();  // dV and dQ are in; dK runs under dQ's reduce-add
+      warpgroup_fence_operand(acc_dq);
+      reduce_dq(acc_dq, step);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(acc_dv);
+      warpgroup_fence_operand(acc_dk);
+      Barrier::arrive(&smem.empty[s]);  // Q and dO of this stage are no longer read
     }
-    // dV's place (Traits::kDsFirst): issued here it runs under dS's formation;
-    // with dS first (the fp32 P is then dead) it runs under dS^T's conversion,
-    // stores and barrier only.
-    Tensor rP = make_tensor<Element>(acc_s.layout());
-    Tensor tdVrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
-    if constexpr (!kDsFirst) {
-      convert_into(acc_s, rP);
-      wgmma_issue<false, true>(mma_dkv, tdVrP, tdVrdO(_, _, _, s), acc_dv);
-    }
-    warpgroup_wait<kDsFirst ? 0 : 1>();
-    warpgroup_fence_operand(acc_dp);
+    if (dq_leader) tma_store_wait<0>();
+
+    // Epilogue: dK and dV straight from registers (pairs of columns), keys past
+    // the sequence not written. dS already carries the softmax scale.
+    Tensor tdKcdK = thr_dkv.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+    Tensor kv_coord = make_tensor(tdKcdK.data(), acc_rowcol(tdKcdK.layout()));
+    Tensor dk_rc = make_tensor(acc_dk.data(), acc_rowcol(acc_dk.layout()));
+    Tensor dv_rc = make_tensor(acc_dv.data(), acc_rowcol(acc_dv.layout()));
     CUTE_UNROLL
-    for (int ni = 0; ni < size<1>(sc); ++ni) {
-      const float d = smem.row_dot[s][get<1>(coord(0, ni))];
+    for (int mi = 0; mi < size<0>(dk_rc); ++mi) {
+      const int j = k0 + get<0>(kv_coord(mi, 0));
+      if (j >= seqlen_k) continue;
+      Element* dk_row = static_cast<Element*>(p.dk) + sl.k_row(b, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, hk, j);
+      Element* dv_row = static_cast<Element*>(p.dv) + sl.k_row(b, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, hk, j);
       CUTE_UNROLL
-      for (int mi = 0; mi < size<0>(sc); ++mi) {
-        dp(mi, ni) = sc(mi, ni) * (dp(mi, ni) - d) * p.softmax_scale;
+      for (int ni = 0; ni < size<1>(dk_rc); ni += 2) {
+        const int c = get<1>(kv_coord(mi, ni));
+        cutlass::Array<Element, 2> pk, pv;
+        pk[0] = Element(dk_rc(mi, ni));
+        pk[1] = Element(dk_rc(mi, ni + 1));
+        pv[0] = Element(dv_rc(mi, ni));
+        pv[1] = Element(dv_rc(mi, ni + 1));
+        *reinterpret_cast<cutlass::Array<Element, 2>*>(dk_row + c) = pk;
+        *reinterpret_cast<cutlass::Array<Element, 2>*>(dv_row + c) = pv;
       }
-    }
-    if constexpr (kDsFirst) {
-      convert_into(acc_s, rP);
-      wgmma_issue<false, true>(mma_dkv, tdVrP, tdVrdO(_, _, _, s), acc_dv);
-    }
-    Tensor rdS = make_tensor<Element>(acc_dp.layout());
-    convert_into(acc_dp, rdS);
-    Tensor tdKrdS = make_tensor(rdS.data(), acc_as_a(rdS.layout()));
-    // dS^T to shared memory, two query columns (adjacent there) per store.
-    Tensor tdSoff_buf = tdSoff(_, _, _, ds_buf);
-    char* const sdS_bytes = reinterpret_cast<char*>(smem.ds.data());
-    const uint32_t ds_base = opaque(uint32_t(tdSoff_buf(0)));
-    CUTE_UNROLL
-    for (int e = 0; e < size(rdS); e += 2) {
-      cutlass::Array<Element, 2> pair;
-      pair[0] = rdS(e);
-      pair[1] = rdS(e + 1);
-      *reinterpret_cast<cutlass::Array<Element, 2>*>(sdS_bytes + swizzled_byte_offset<Element>(tdSoff_buf, ds_base, e)) = pair;
-    }
-    cutlass::arch::fence_view_async_shared();  // generic-proxy writes, read by wgmma
-    if constexpr (kSplitN) cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads, 0);
-    else group_sync();
-
-    Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
-    if constexpr (kSplitN) wgmma_issue<true, false>(mma_dq, tdQrdS(_, _, _, ds_buf), tdQrK, acc_dq);
-    else wgmma_issue<true, false>(mma_dq, tdQrdS, tdQrK, acc_dq);
-    wgmma_issue<false, true>(mma_dkv, tdKrdS, tdKrQ(_, _, _, s), acc_dk);
-    warpgroup_wait<1>();  // dV and dQ are in; dK runs under dQ's reduce-add
-    warpgroup_fence_operand(acc_dq);
-    reduce_dq(acc_dq, step);
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(acc_dv);
-    warpgroup_fence_operand(acc_dk);
-    Barrier::arrive(&smem.empty[s]);  // Q and dO of this stage are no longer read
-  }
-  if (dq_leader) tma_store_wait<0>();
-
-  // Epilogue: dK and dV straight from registers (pairs of columns), keys past
-  // the sequence not written. dS already carries the softmax scale.
-  Tensor tdKcdK = thr_dkv.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
-  Tensor kv_coord = make_tensor(tdKcdK.data(), acc_rowcol(tdKcdK.layout()));
-  Tensor dk_rc = make_tensor(acc_dk.data(), acc_rowcol(acc_dk.layout()));
-  Tensor dv_rc = make_tensor(acc_dv.data(), acc_rowcol(acc_dv.layout()));
-  CUTE_UNROLL
-  for (int mi = 0; mi < size<0>(dk_rc); ++mi) {
-    const int j = k0 + get<0>(kv_coord(mi, 0));
-    if (j >= seqlen_k) continue;
-    Element* dk_row = static_cast<Element*>(p.dk) + sl.k_row(b, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, hk, j);
-    Element* dv_row = static_cast<Element*>(p.dv) + sl.k_row(b, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, hk, j);
-    CUTE_UNROLL
-    for (int ni = 0; ni < size<1>(dk_rc); ni += 2) {
-      const int c = get<1>(kv_coord(mi, ni));
-      cutlass::Array<Element, 2> pk, pv;
-      pk[0] = Element(dk_rc(mi, ni));
-      pk[1] = Element(dk_rc(mi, ni + 1));
-      pv[0] = Element(dv_rc(mi, ni));
-      pv[1] = Element(dv_rc(mi, ni + 1));
-      *reinterpret_cast<cutlass::Array<Element, 2>*>(dk_row + c) = pk;
-      *reinterpret_cast<cutlass::Array<Element, 2>*>(dv_row + c) = pv;
     }
   }
 #endif

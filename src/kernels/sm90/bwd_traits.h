@@ -1,16 +1,21 @@
 // Tile shapes and CuTe building blocks of the Hopper (sm90a) backward kernel.
-// One thread block owns kBlockN = 128 keys of one kv head: K and V stay in
-// shared memory while a producer warp streams kBlockM-row tiles of Q and dO (TMA)
-// and their LSE and d_i into a ring of kStages stages. Two consumer warp groups
-// each own 64 of the keys and compute, per query tile:
+// One thread block owns kBlockN keys of one kv head: K and V stay in shared
+// memory while a producer warp streams kBlockM-row tiles of Q and dO (TMA) and
+// their LSE and d_i into a ring of kStages stages. Per query tile the block
+// computes
 //   S^T = K Q^T, dP^T = V dO^T        (wgmma, both operands in shared memory)
 //   P^T, dS^T                          (registers)
 //   dV += P^T dO, dK += dS^T Q         (wgmma, P^T / dS^T as register A operands)
 //   dQ = dS K                          (wgmma from shared memory; dS^T is stored there)
-// and add dQ into an fp32 accumulator in global memory with a TMA reduce-add.
+// and adds dQ into an fp32 accumulator in global memory with a TMA reduce-add.
 // Keys as the M dimension is what lets dV and dK take P^T and dS^T straight
 // from the registers that computed them.
+// hd64 / hd128: 128 keys, each of the two consumer warp groups owns 64 of them
+// and runs all five products for them. hd256 (kByProduct): 64 keys, and the
+// groups split the products instead (the tile table below).
 #pragma once
+
+#include <type_traits>
 
 #include <cute/tensor.hpp>
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
@@ -20,21 +25,59 @@ namespace flashattn::sm90 {
 
 using namespace cute;
 
-// The tile table: query rows per step, per head dim (keys per block are 128,
-// 64 per consumer group, at every head dim).
-//   hd64: 128 rows. Per step each group computes S^T and dP^T as 64 x 128 (wgmma
+// The tile table: query rows per step and keys per block, per head dim.
+//   hd64: 128 rows, 128 keys. Per step each group computes S^T and dP^T as 64 x 128 (wgmma
 //     N = 128) and dQ as 128 x 64 (two 64-row atoms): twice the tensor-core work
 //     per fixed step cost (barriers, waits, the dQ reduce-add) of 64 rows, where
 //     64 rows ran at 0.8-0.9x FlashAttention-2 (kernel_notes, sm90 backward v3:
 //     prepared, not yet run). Registers: S^T and dP^T (64 + 64) in flight beside
 //     dK and dV (32 + 32); the kernel forms dS before the 16-bit P (kDsFirst).
-//   hd128: 64 rows (128 would need 128 registers for S^T and dP^T beside 128
-//     for dK and dV).
+//   hd128: 64 rows, 128 keys (128 rows would need 128 registers for S^T and dP^T
+//     beside 128 for dK and dV).
+//   hd256: 64 rows, 64 keys, the groups split by product (kByProduct).
+//     Why 64 keys: dK + dV of 64 keys x 256 columns in fp32 are 128 KiB, i.e.
+//     256 registers per thread over one warp group or 128 over two; 128 keys
+//     would be the whole register file. Why not 64 keys split 32/32 between the
+//     groups: wgmma's M is 64 per warp group. Shapes weighed (bf16/fp16 bytes;
+//     227 KiB = 232448 B of shared memory; registers per consumer thread):
+//     - by keys as hd128 (128 keys): K + V 128 KiB + Q/dO two stages 128 KiB:
+//       over shared memory, and dK + dV 256 registers per thread: out.
+//     - one consumer group, 64 keys: dK + dV 256 registers per thread: out.
+//     - 64 keys, both groups compute S^T and dP^T for 32 query rows each (N =
+//       32), P^T and dS^T both through shared memory, dV / dK / dQ split by
+//       columns (64 + 64 + 64 registers): fits, but every S^T / dP^T wgmma reads
+//       a 2 KiB K or V slice for 1 KiB of Q: 3 KiB per 16 tensor-core cycles,
+//       above the ~128 B/cycle of shared memory (~1.5x those two products).
+//     - 64 keys, groups split dV and dK by columns (64 + 64 registers each),
+//       group 0 S^T, group 1 dP^T: both groups need both P^T and dS^T in shared
+//       memory (SS wgmma, N = 128) and wait for both exchanges.
+//     - chosen: 64 keys, group 0 computes S^T (64 x 64, K = 256), P^T and owns
+//       dV (RS, N = 256, 128 registers) and dQ's columns 0-127; group 1 computes
+//       dP^T, dS^T (P^T from group 0 through shared memory, fp32, 16 KiB) and owns
+//       dK (RS, N = 256, 128 registers) and dQ's columns 128-255 (SS, 64
+//       registers each). Every product is issued once; each group's wgmma A
+//       operand comes from its own registers; the groups meet at two barriers
+//       per step (P^T ready, dS^T ready). Registers per thread: 128 (dV or dK)
+//       + 32 (S^T or dP^T) + 16 (16-bit P^T or dS^T) + 32 (group 1: fp32 P^T
+//       from group 0), then 128 + 16 + 64 (dQ) at the end of a step.
+//       Shared memory: K 32 KiB + V 32 KiB + Q 2 x 32 KiB + dO 2 x 32 KiB = 192
+//       KiB, P^T 16 KiB (fp32), dS 8 KiB, LSE / d_i 1 KiB, barriers: 223232 B
+//       (sizeof, 1024-aligned; limit 232448). dQ's fp32 staging (64 x 256 x 4 =
+//       64 KiB) does not fit beside them: each group stages its 64 x 128 half
+//       (32 KiB) in the step's own Q (group 1) or dO (group 0) stage once every
+//       reader of it is done, and the stage goes back to the producer when the
+//       reduce-add has read it. ptxas: no spills (setmaxnreg 240).
+//     Predicted (not yet run; kernel_notes, sm90 backward v5): 380-470 TFLOP/s
+//     at N = 16k against the sm80 kernel's ~189; per 64 x 64 step the block
+//     does hd128's tensor-core work with half its elementwise work per thread,
+//     and the limit is likely L2: a step moves 64 KiB of Q / dO and 64 KiB of
+//     dQ reduce-add for the FLOPs of an hd128 step, which moves 32 + 32 KiB.
 struct BwdTileConfig {
   int block_m;
+  int block_n = 128;
 };
 constexpr BwdTileConfig bwd_tile_config(int head_dim) {
-  return head_dim <= 64 ? BwdTileConfig{128} : BwdTileConfig{64};
+  return head_dim <= 64 ? BwdTileConfig{128} : head_dim <= 128 ? BwdTileConfig{64} : BwdTileConfig{64, 64};
 }
 
 template <int kHeadDim_, typename Element_, int kBlockM_ = bwd_tile_config(kHeadDim_).block_m>
@@ -42,21 +85,31 @@ struct BwdTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;  // query rows per step
-  static constexpr int kBlockN = 128;       // keys per block, 64 per consumer group
+  static constexpr int kBlockN = bwd_tile_config(kHeadDim_).block_n;  // keys per block
+  // The consumer groups split the products of 64 keys (hd256) instead of
+  // owning 64 keys each (bwd_kernel.cuh, the tile table above).
+  static constexpr bool kByProduct = kBlockN == 64;
   static_assert(kBlockM == 64 || kBlockM == 128, "query rows per step: one or two 64-row dQ atoms");
   static_assert(kBlockM == 64 || kHeadDim <= 64, "128 query rows per step fit the registers at hd64 only");
+  static_assert(kBlockN == 128 || (kByProduct && kBlockM == 64 && kHeadDim == 256),
+                "64 keys per block: the by-product split, written for hd256 and 64 rows");
   static constexpr int kStages = 2;     // Q / dO ring depth
   static constexpr int kConsumerGroups = 2;
   static constexpr int kConsumerThreads = kConsumerGroups * 128;
   static constexpr int kThreads = kConsumerThreads + 128;
+  // Arrivals that hand a Q / dO stage back to the producer: every consumer
+  // thread; by product, each group's dQ leader once its reduce-add has read the
+  // staging it put in that stage.
+  static constexpr int kEmptyArrivals = kByProduct ? kConsumerGroups : kConsumerThreads;
   // dQ = dS K is split between the groups by columns (each needs all of dS, so
   // dS is shared through shared memory, double-buffered) when a column half is a
   // whole 64-wide swizzle atom; at hd64 each group multiplies its own 64 keys
   // instead and both add their partial dQ (twice the reduce traffic, no
-  // cross-group barrier).
+  // cross-group barrier). By product: by columns, one dS buffer (the groups'
+  // barriers order its reuse).
   static constexpr bool kDqSplitN = kHeadDim >= 128;
   static constexpr int kDqCols = kDqSplitN ? kHeadDim / 2 : kHeadDim;  // dQ columns per group
-  static constexpr int kDsStages = kDqSplitN ? 2 : 1;
+  static constexpr int kDsStages = kDqSplitN && !kByProduct ? 2 : 1;
   // dS formed from the fp32 P before P's 16-bit copy and dV's issue. At 128 rows
   // S^T and dP^T (64 + 64 registers) beside dK and dV leave no room for the
   // 16-bit P while the fp32 P is still live (v2's order spilled 52-72 bytes);
@@ -64,7 +117,9 @@ struct BwdTraits {
   // keeps the tensor cores busy while dS is formed.
   static constexpr bool kDsFirst = kBlockM == 128;
 
-  using AtomKeys = Layout<Shape<Int<kConsumerGroups>, _1, _1>>;  // groups stacked along keys
+  // Warp groups stacked along keys (by keys), or one group per product.
+  static constexpr int kGroupsPerProduct = kByProduct ? 1 : kConsumerGroups;
+  using AtomKeys = Layout<Shape<Int<kGroupsPerProduct>, _1, _1>>;
   // S^T and dP^T: (keys, query rows, head dim).
   using TiledMmaSdP = decltype(make_tiled_mma(
       GMMA::ss_op_selector<Element, Element, float, Shape<Int<kBlockN>, Int<kBlockM>, Int<kHeadDim>>>(),
@@ -75,10 +130,12 @@ struct BwdTraits {
                            GMMA::Major::K, GMMA::Major::MN>(),
       AtomKeys{}));
   // dQ: (query rows, head dim, keys), A = dS (query-major), B = K (head-dim-major).
+  // By product each group runs its own column half.
   using TiledMmadQ = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float, Shape<Int<kBlockM>, Int<kDqCols>, Int<kDqSplitN ? kBlockN : 64>>,
+      GMMA::ss_op_selector<Element, Element, float,
+                           Shape<Int<kBlockM>, Int<kDqCols>, Int<kDqSplitN ? kBlockN : 64>>,
                            GMMA::Major::MN, GMMA::Major::MN>(),
-      Layout<Shape<_1, Int<kDqSplitN ? 2 : 1>, _1>>{}));
+      Layout<Shape<_1, Int<kDqSplitN && !kByProduct ? 2 : 1>, _1>>{}));
 
   using SmemAtom = GMMA::Layout_K_SW128_Atom<Element>;
   using SmemLayoutQ = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>, Int<kStages>>{}));
@@ -101,9 +158,10 @@ struct BwdTraits {
   // The staging as the dQ product's C operand sees it: split by columns, both
   // groups' tiles side by side, (kBlockM, D) (group g's columns are tile g, as
   // tile_to_shape lays out column blocks of the atom one after another);
-  // split by keys, the group's own tile.
-  using SmemLayoutdQMma = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<float>{},
-                                                 Shape<Int<kBlockM>, Int<kDqSplitN ? kHeadDim : kDqCols>>{}));
+  // split by keys, the group's own tile; by product, the group's own tile too
+  // (its own dQ product, its own staging).
+  using SmemLayoutdQMma = decltype(tile_to_shape(
+      GMMA::Layout_K_SW128_Atom<float>{}, Shape<Int<kBlockM>, Int<kDqSplitN && !kByProduct ? kHeadDim : kDqCols>>{}));
 
   // Global tensors as TMA sees them: (rows, head dim, heads, batch).
   using GmemShape = Shape<int32_t, int32_t, int32_t, int32_t>;
@@ -117,7 +175,8 @@ struct BwdTraits {
   using TmadQ = decltype(make_tma_copy(SM90_TMA_REDUCE_ADD{}, GmemTensorAcc{}, SmemLayoutdQ{},
                                        Shape<Int<kBlockM>, Int<kDqCols>>{}, _1{}));
 
-  struct SharedStorage {
+  // By keys (hd64, hd128).
+  struct SharedStorageByKeys {
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutKV>> k;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutKV>> v;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>> q;
@@ -129,8 +188,31 @@ struct BwdTraits {
     alignas(16) uint64_t kv_full;
     uint64_t q_full[kStages], do_full[kStages], empty[kStages];
   };
+  // By product (hd256): no dQ staging of its own (it goes into the step's Q
+  // and dO stages); P^T from group 0 to group 1 in fp32, each thread's 32
+  // accumulator values as 8 16-byte chunks, chunk-major (thread t of group 1
+  // reads what thread t of group 0 wrote: the two accumulators share a layout).
+  struct SharedStorageByProduct {
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutKV>> k;
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutKV>> v;
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>> q;
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>> dout;
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutdS>> ds;
+    alignas(1024) cute::array_aligned<float, kBlockN * kBlockM> p;
+    float lse_log2[kStages][kBlockM];
+    float row_dot[kStages][kBlockM];
+    alignas(16) uint64_t kv_full;
+    uint64_t q_full[kStages], do_full[kStages], empty[kStages];
+    // Every consumer thread has read the stage's LSE / d rows (the stage's
+    // tiles go back through `empty`, which only the two leaders arrive on).
+    uint64_t rows_empty[kStages];
+  };
+  using SharedStorage = std::conditional_t<kByProduct, SharedStorageByProduct, SharedStorageByKeys>;
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
   static_assert(kSmemBytes <= 232448, "over the 227 KiB of dynamic shared memory of one sm90 block");
+  static_assert(!kByProduct || (cosize_v<SmemLayoutdQ> * sizeof(float) * kStages == cosize_v<SmemLayoutQ> * sizeof(Element) &&
+                                kBlockM * kDqCols == size(SmemLayoutdQ{})),
+                "by product: a group's fp32 dQ staging is exactly one Q / dO stage");
   static constexpr uint32_t kTmaBytesQ = kBlockM * kHeadDim * sizeof(Element);
   static constexpr uint32_t kTmaBytesKV = kBlockN * kHeadDim * sizeof(Element);
 };

@@ -48,6 +48,12 @@ FA_COMPILED(bwd, 64, fp16)
 #ifdef FLASHATTN_SM90_BWD_128_FP16
 FA_COMPILED(bwd, 128, fp16)
 #endif
+#ifdef FLASHATTN_SM90_BWD_256_BF16
+FA_COMPILED(bwd, 256, bf16)
+#endif
+#ifdef FLASHATTN_SM90_BWD_256_FP16
+FA_COMPILED(bwd, 256, fp16)
+#endif
 #undef FA_COMPILED
 
 constexpr int kHeadDims[] = {64, 128, 256};

@@ -25,9 +25,10 @@ cudaError_t forward(const FwdKernelParams& p, cudaStream_t stream);
 template <int kHeadDim, typename Element>
 cudaError_t run_bwd(const BwdKernelParams& p, cudaStream_t stream);
 
-// True when this build has a Hopper backward kernel for p: head dims 64/128 with
-// Dqk == Dv, fp16/bf16, fixed-length batches with no mask or a causal one, no
-// score modifier or dropout, and the atomic (not the deterministic) dQ.
+// True when this build has a Hopper backward kernel for p: head dims 64/128/256
+// with Dqk == Dv, fp16/bf16, fixed-length or packed batches, causal and window
+// masks, GQA/MQA, no score modifier or dropout, and the atomic (not the
+// deterministic) dQ.
 // Everything else runs on the sm80 kernels.
 bool supports_backward(const BwdParams& p);
 cudaError_t backward(const BwdKernelParams& p, cudaStream_t stream);
