@@ -1,25 +1,31 @@
 // CPU flash backward: five tile products per (query tile, key tile) pair. The
 // probabilities are recomputed from the saved LSE, never stored.
 //   0. d_i = dO_i . O_i for every query row (fp32, O(Sq) per head).
-//   1. Work items are (sequence, kv head, chunk of key tiles). For each key tile
+//   1. Work items are (sequence, kv head, group of key tiles). For each key tile
 //      and each visible query tile of each query head of the group, the tiles are
 //      held transposed (keys x queries): S^T = K Q^T and dP^T = V dO^T, so
 //      P^T and dS^T come out in the layout the next products read, and the
 //      per-query statistics (lse, d) are vectors along each row. Then
 //        dV += P^T dO,  dK += dS^T Q   (kept per key tile, stored when it ends),
-//        dQ^T += K^T dS^T              (into the chunk's fp32 dQ^T buffer).
-//   2. Per query tile: dQ = the sum over chunks of the dQ^T buffers, in chunk
-//      order, transposed and stored.
-// Every output element is written by one work item and sums in a fixed order,
-// so gradients are bitwise reproducible for any thread count (`deterministic`
-// costs nothing). Chunks exist only to give threads work when there are few
-// (sequence, kv head) pairs; each costs one fp32 copy of dQ, so there are just
-// enough for kMinItems work items. Their number depends on the shape alone, never
-// on the thread count, so the sums are the same with any number of threads. B operands are packed
-// once per call (pack.h); the two pipelines (fp32, bf16) are the forward's.
+//        dQ^T += K^T dS^T              (the group's part, in a private block).
+//      Each (query head, query tile) has one fp32 dQ^T block for the whole
+//      call; the groups add their parts to it in key order, each after the
+//      previous group that sees the block (a per-block counter; a part not yet
+//      due waits in a short per-thread queue while its item goes on).
+//   2. Per query tile: dQ = its dQ^T block, transposed and stored.
+// Every output element is written by one work item or summed in key order, so
+// gradients are bitwise reproducible for any thread count (`deterministic`
+// costs nothing). The dQ sum costs one fp32 copy of dQ whatever the thread
+// count, and items are as many as key groups (8 per thread at B = 1, 4 heads,
+// N = 8192, 16 threads). Items are handed out in order, and an item waits only
+// for earlier ones, so the waits cannot deadlock. B operands are packed once
+// per call (pack.h); the two pipelines (fp32, bf16) are the forward's.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <thread>
 #include <vector>
 
 #include "backends/backend.h"
@@ -37,9 +43,8 @@ constexpr int64_t kBlockQ = kPackRows;  // query rows per tile (one packed tile)
 constexpr int64_t kBlockK = kPackRows;  // keys per tile
 constexpr int64_t kLd = 64;             // leading dimension of the score tiles
 static_assert(kBlockQ <= kLd && kBlockK <= kLd);
-// Work items wanted in pass 1: two per thread on a 16-core host; with chunk-major
-// order under a causal mask, the long first chunks then pair with the short last ones.
-constexpr int64_t kMinItems = 32;
+// dQ^T parts a thread may hold while the block they go to is not yet due.
+constexpr int kPending = 8;
 
 // Row index into the per-row vector d (same layout as a contiguous LSE).
 inline int64_t row_slot(const FwdParams& p, const SeqLen& sl, int64_t b, int64_t h, int64_t i) {
@@ -57,6 +62,40 @@ inline int64_t group_tiles(int64_t dqk_p, int64_t dv_p) {
 struct KeyTile {
   int64_t c0, nc, mc, r_begin, r_end;
   bool k_finite;
+  bool sees(int64_t qt) const { return !(qt < r_begin / kBlockQ || qt * kBlockQ >= r_end); }
+};
+
+// The key tiles of one group and the query tiles [q_lo, q_hi) they may see.
+// visits() is the one test of whether the group adds to a query tile's dQ^T:
+// the loop and the ordering of the dQ^T sums both use it.
+struct GroupPlan {
+  KeyTile t[kMaxGroup];
+  int64_t n = 0, q_lo = INT64_MAX, q_hi = 0;
+  bool visits(int64_t qt) const {
+    if (qt < q_lo || qt >= q_hi) return false;
+    for (int64_t i = 0; i < n; ++i)
+      if (t[i].sees(qt)) return true;
+    return false;
+  }
+};
+
+// Spin briefly, then yield (more threads than cores must not starve the item waited for).
+inline void wait_step(int& spins) {
+  if (++spins < 256) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  } else {
+    std::this_thread::yield();
+  }
+}
+
+// A dQ^T part of a group, waiting for its turn on a block.
+struct Pending {
+  float* block;                  // the shared dQ^T block
+  std::atomic<int32_t>* turn;    // its counter: 1 + the last group added, 0: none
+  int32_t prev, mine;            // the group before this one on the block (-1: none), this group
+  int slot;                      // its buffer in BwdScratch::part
 };
 
 template <typename PT>
@@ -68,23 +107,26 @@ struct BwdScratch {
   std::vector<PT> pa, da;    // P^T and dS^T rounded to bf16, row-major (bf16 only)
   std::vector<PT> db;        // dS^T rounded to bf16 as a B operand (bf16 only)
   std::vector<float> s, dp, tanh, lse, d, row, f;
-  std::vector<float> dqsum;  // one dQ^T block, summed over chunks
-  std::vector<uint8_t> touched;  // per (query head of the group, query tile): dQ^T block zeroed
-  int64_t ke, ve, kte, dke, dve;  // elements per key tile
+  std::vector<float> part;   // kPending dQ^T parts ([padded dqk][kLd] each)
+  Pending queue[kPending];   // parts waiting, oldest first (a ring)
+  int q_head = 0, q_size = 0;
+  int64_t ke, ve, kte, dke, dve, pe;  // elements per key tile, per dQ^T part
   BwdScratch(int64_t dqk, int64_t dv_, int64_t group)
       : pa(sizeof(PT) == 2 ? kLd * kLd : 0), da(sizeof(PT) == 2 ? kLd * kLd : 0),
         db(sizeof(PT) == 2 ? kLd * kLd : 0), s(kLd * kLd), dp(kLd * kLd), tanh(kLd * kLd), lse(kLd),
-        d(kLd), row(std::max(dqk, dv_)), f(kLd * std::max(dqk, dv_)), dqsum(dqk * kLd) {
+        d(kLd), row(std::max(dqk, dv_)), f(kLd * std::max(dqk, dv_)) {
     ke = kLd * padded<PT>(dqk), ve = kLd * padded<PT>(dv_), kte = padded<PT>(dqk) * kLd;
-    dke = kLd * padded<PT>(dqk), dve = kLd * padded<PT>(dv_);
+    dke = kLd * padded<PT>(dqk), dve = kLd * padded<PT>(dv_), pe = padded<PT>(dqk) * kLd;
     k.resize(group * ke), v.resize(group * ve), kt.resize(group * kte);
     dk.resize(group * dke), dv.resize(group * dve);
+    part.resize(kPending * pe);
   }
   PT* k_at(int64_t i) { return k.data() + i * ke; }
   PT* v_at(int64_t i) { return v.data() + i * ve; }
   PT* kt_at(int64_t i) { return kt.data() + i * kte; }
   float* dk_at(int64_t i) { return dk.data() + i * dke; }
   float* dv_at(int64_t i) { return dv.data() + i * dve; }
+  float* part_at(int64_t i) { return part.data() + i * pe; }
 };
 
 template <typename Elem, typename PT>
@@ -96,11 +138,13 @@ struct Backward {
   std::vector<float> dvec;
   HeadView qv, kv, vv, ov, dov;
   Packed<PT> q_t, do_t, q_n, do_n;  // B operands: Q and dO, transposed and natural
-  int64_t n_kt = 0, chunks = 1, chunk_tiles = 1, group = 1;
-  // dQ^T, fp32, one block [padded dqk][kLd] per (chunk, query head, query tile):
+  int64_t n_kt = 0, n_groups = 1, group = 1;
+  // dQ^T, fp32, one block [padded dqk][kLd] per (query head, query tile):
   // contiguous blocks, since a strided [dqk][all queries] layout put every row of
   // a product's C in the same L1 set (strides of 8 KiB and more).
   Workspace dqt_buf;
+  // Per block: 1 + the last key group whose part was added (0: none yet).
+  std::unique_ptr<std::atomic<int32_t>[]> turns;
 
   Backward(const BwdParams& params, const Kernels& kern)
       : p(params),
@@ -112,11 +156,12 @@ struct Backward {
         ov{p.out, p.o_batch_stride, p.o_row_stride, p.o_head_stride},
         dov{p.dout, p.do_batch_stride, p.do_row_stride, p.do_head_stride} {}
 
-  // The dQ^T block of query tile qt of sequence b.
-  float* dqt(int64_t chunk, int64_t h, int64_t b, int64_t qt) const {
-    const int64_t tile = (chunk * p.heads_q + h) * q_t.tiles + q_t.tile0[b] + qt;
-    return static_cast<float*>(dqt_buf.data()) + tile * padded<PT>(p.head_dim_qk) * kLd;
+  int64_t block_index(int64_t h, int64_t b, int64_t qt) const { return h * q_t.tiles + q_t.tile0[b] + qt; }
+  // The dQ^T block of query tile qt of head h of sequence b, and its counter.
+  float* dqt(int64_t h, int64_t b, int64_t qt) const {
+    return static_cast<float*>(dqt_buf.data()) + block_index(h, b, qt) * padded<PT>(p.head_dim_qk) * kLd;
   }
+  std::atomic<int32_t>& turn(int64_t h, int64_t b, int64_t qt) const { return turns[block_index(h, b, qt)]; }
 
   void run() {
     const int64_t rows = p.is_varlen() ? p.total_q : p.batch * p.seqlen_q;
@@ -128,13 +173,15 @@ struct Backward {
     plan_pack(do_n, p, true, hq, dv, PackKind::natural);
     const int nt = thread_count(p);
     n_kt = ceil_div(p.seqlen_k, kBlockK);
-    const int64_t pairs = std::max<int64_t>(1, p.batch * hkv);
-    chunks = std::clamp<int64_t>(ceil_div(kMinItems, pairs), 1, std::max<int64_t>(1, n_kt));
-    chunk_tiles = ceil_div(std::max<int64_t>(1, n_kt), chunks);
-    chunks = ceil_div(std::max<int64_t>(1, n_kt), chunk_tiles);
-    dqt_buf.acquire(static_cast<size_t>(chunks * hq * q_t.tiles * padded<PT>(dqk) * kLd) * sizeof(float));
     group = group_tiles(padded<PT>(dqk), padded<PT>(dv));
+    n_groups = std::max<int64_t>(1, ceil_div(n_kt, group));
+    const int64_t blocks = hq * q_t.tiles;
+    dqt_buf.acquire(static_cast<size_t>(blocks * padded<PT>(dqk) * kLd) * sizeof(float));
+    turns.reset(new std::atomic<int32_t>[static_cast<size_t>(std::max<int64_t>(1, blocks))]);
+    for (int64_t i = 0; i < blocks; ++i) turns[i].store(0, std::memory_order_relaxed);
     const int64_t n_qt = ceil_div(p.seqlen_q, kBlockQ);
+    const int64_t n_items = n_groups * p.batch * hkv;
+    std::atomic<int64_t> next_item{0};
 #pragma omp parallel num_threads(nt)
     {
       BwdScratch<PT> w(dqk, dv, group);
@@ -146,11 +193,13 @@ struct Backward {
       pack_all<Elem>(q_n, p, qv, true, w.row.data());
       pack_all<Elem>(do_n, p, dov, true, w.row.data());
       if (kBf16 && k.thread_begin) k.thread_begin();
-      // Under a causal mask the first chunks are the longest: chunk-major order.
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t t = 0; t < chunks * p.batch * hkv; ++t)
-        key_chunk(t % p.batch, t / p.batch % hkv, t / p.batch / hkv, w);
+      // Group-major (under a causal mask the first groups are the longest),
+      // handed out strictly in order: an item waits only for earlier items,
+      // which are running or done, so some item always makes progress.
+      for (int64_t t; (t = next_item.fetch_add(1, std::memory_order_relaxed)) < n_items;)
+        key_item(t % p.batch, t / p.batch % hkv, t / p.batch / hkv, w);
       if (kBf16 && k.thread_end) k.thread_end();
+#pragma omp barrier
 #pragma omp for schedule(dynamic, 1)
       for (int64_t t = 0; t < p.batch * hq * n_qt; ++t)
         store_dq(t / n_qt / hq, t / n_qt % hq, t % n_qt, w);
@@ -221,77 +270,107 @@ struct Backward {
     return finite;
   }
 
-  // Pass 1: dK, dV of the key tiles of one chunk of kv head hk, and the chunk's
-  // share of dQ for every query head of the group, kGroup key tiles at a time.
-  void key_chunk(int64_t b, int64_t hk, int64_t chunk, BwdScratch<PT>& w) const {
-    const SeqLen sl(p, b);
-    const int64_t n_qt_b = q_t.tile0[b + 1] - q_t.tile0[b], gs = p.group_size();
-    w.touched.assign(static_cast<size_t>(gs * n_qt_b), 0);
-    const int64_t kt_end = std::min(n_kt, (chunk + 1) * chunk_tiles);
-    for (int64_t kt = chunk * chunk_tiles; kt < kt_end; kt += group)
-      key_group(sl, b, hk, chunk, kt, std::min(group, kt_end - kt), w);
-    // Blocks no key of the chunk sees still enter the sum of store_dq.
-    const int64_t block = padded<PT>(p.head_dim_qk) * kLd;
-    for (int64_t i = 0; i < gs * n_qt_b; ++i)
-      if (!w.touched[i]) {
-        float* x = dqt(chunk, hk * gs + i / n_qt_b, b, i % n_qt_b);
-        std::fill(x, x + block, 0.f);
-      }
-  }
-
-  // Key tiles [kt0, kt0 + ng): query tiles outer, key tiles inner, so each query
-  // tile's packed operands and dQ^T block are read once per group, not once per
-  // key tile (the traffic that kept 16 threads from scaling), while the group's
-  // K, V and dK, dV stay in L2. Every sum keeps the order of one key tile at a
-  // time (dQ^T by key tile, dK/dV by head, then query tile): same bits.
-  void key_group(const SeqLen& sl, int64_t b, int64_t hk, int64_t chunk, int64_t kt0, int64_t ng,
-                 BwdScratch<PT>& w) const {
-    const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v;
-    const int64_t dqk_p = padded<PT>(dqk), dv_p = padded<PT>(dv);
-    const Mask mask(sl.seqlen_q, sl.seqlen_k, p.window_left, p.window_right);
-    KeyTile kts[kMaxGroup];
-    int64_t n = 0, q_lo = INT64_MAX, q_hi = 0;
-    for (; n < ng && (kt0 + n) * kBlockK < sl.seqlen_k; ++n) {
-      KeyTile& t = kts[n];
-      t.c0 = (kt0 + n) * kBlockK;
+  // The key tiles of group g of sequence sl (none past its end).
+  GroupPlan plan_group(const SeqLen& sl, const Mask& mask, int64_t g) const {
+    GroupPlan pl;
+    for (int64_t kt = g * group; pl.n < group && kt * kBlockK < sl.seqlen_k; ++kt) {
+      KeyTile& t = pl.t[pl.n++];
+      t.c0 = kt * kBlockK;
       t.nc = std::min(kBlockK, sl.seqlen_k - t.c0);
       t.mc = padded<PT>(t.nc);
       t.r_begin = mask.row_begin(t.c0);
       t.r_end = mask.row_end(t.c0 + t.nc - 1);
-      std::fill(w.dk_at(n), w.dk_at(n) + t.mc * dqk_p, 0.f);
-      std::fill(w.dv_at(n), w.dv_at(n) + t.mc * dv_p, 0.f);
-      load_a_tile<Elem>(kv, sl, false, b, hk, t.c0, t.nc, t.mc, dqk, dqk_p, w.k_at(n), w.row.data());
-      load_a_tile<Elem>(vv, sl, false, b, hk, t.c0, t.nc, t.mc, dv, dv_p, w.v_at(n), w.row.data());
-      t.k_finite = load_kt(sl, b, hk, t.c0, t.nc, w.kt_at(n), w);
+      t.k_finite = true;
       if (t.r_begin < t.r_end) {
-        q_lo = std::min(q_lo, t.r_begin / kBlockQ);
-        q_hi = std::max(q_hi, ceil_div(t.r_end, kBlockQ));
+        pl.q_lo = std::min(pl.q_lo, t.r_begin / kBlockQ);
+        pl.q_hi = std::max(pl.q_hi, ceil_div(t.r_end, kBlockQ));
       }
     }
-    const int64_t n_qt_b = q_t.tile0[b + 1] - q_t.tile0[b];
+    return pl;
+  }
+
+  // The last group before g whose part goes to query tile qt's dQ^T (-1: none).
+  int32_t prev_group(const SeqLen& sl, const Mask& mask, int64_t g, int64_t qt) const {
+    for (int64_t gp = g - 1; gp >= 0; --gp)
+      if (plan_group(sl, mask, gp).visits(qt)) return static_cast<int32_t>(gp);
+    return -1;
+  }
+
+  // Pass 1: dK, dV of key group g of kv head hk, and its parts of dQ for
+  // every query head of the group.
+  void key_item(int64_t b, int64_t hk, int64_t g, BwdScratch<PT>& w) const {
+    const SeqLen sl(p, b);
+    if (g * group * kBlockK >= sl.seqlen_k) return;
+    key_group(sl, b, hk, g, w);
+    while (w.q_size > 0) flush_front(w, true);
+  }
+
+  // Adds the oldest waiting part to its block when the block's turn has come
+  // (waiting for it when `wait`); false if it has not and !wait.
+  bool flush_front(BwdScratch<PT>& w, bool wait) const {
+    const Pending& e = w.queue[w.q_head];
+    const int32_t due = e.prev + 1;
+    int spins = 0;
+    while (e.turn->load(std::memory_order_acquire) != due) {
+      if (!wait) return false;
+      wait_step(spins);
+    }
+    const float* x = w.part_at(e.slot);
+    const int64_t n = w.pe;
+    if (e.prev < 0) std::copy(x, x + n, e.block);
+    else
+      for (int64_t i = 0; i < n; ++i) e.block[i] += x[i];
+    e.turn->store(e.mine + 1, std::memory_order_release);
+    w.q_head = (w.q_head + 1) % kPending;
+    --w.q_size;
+    return true;
+  }
+
+  // Key group g: query tiles outer, key tiles inner, so each query tile's packed
+  // operands are read once per group, not once per key tile (the traffic that
+  // kept 16 threads from scaling), while the group's K, V and dK, dV stay in L2.
+  // dK/dV sum by head, then query tile, then key tile order; a dQ^T part sums
+  // the group's key tiles in order: the bits do not depend on the threads.
+  void key_group(const SeqLen& sl, int64_t b, int64_t hk, int64_t g, BwdScratch<PT>& w) const {
+    const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v;
+    const int64_t dqk_p = padded<PT>(dqk), dv_p = padded<PT>(dv);
+    const Mask mask(sl.seqlen_q, sl.seqlen_k, p.window_left, p.window_right);
+    GroupPlan pl = plan_group(sl, mask, g);
+    const int64_t n = pl.n;
+    for (int64_t i = 0; i < n; ++i) {
+      KeyTile& t = pl.t[i];
+      std::fill(w.dk_at(i), w.dk_at(i) + t.mc * dqk_p, 0.f);
+      std::fill(w.dv_at(i), w.dv_at(i) + t.mc * dv_p, 0.f);
+      load_a_tile<Elem>(kv, sl, false, b, hk, t.c0, t.nc, t.mc, dqk, dqk_p, w.k_at(i), w.row.data());
+      load_a_tile<Elem>(vv, sl, false, b, hk, t.c0, t.nc, t.mc, dv, dv_p, w.v_at(i), w.row.data());
+      t.k_finite = load_kt(sl, b, hk, t.c0, t.nc, w.kt_at(i), w);
+    }
     for (int64_t h = hk * p.group_size(); h < (hk + 1) * p.group_size(); ++h) {
       const ScoreContext ctx(p, sl, b, h, rng);
-      for (int64_t qt = q_lo; qt < q_hi; ++qt) {
+      for (int64_t qt = pl.q_lo; qt < pl.q_hi; ++qt) {
+        if (!pl.visits(qt)) continue;
         const int64_t r0 = qt * kBlockQ;
         load_row_stats(sl, b, h, r0, std::min(kBlockQ, sl.seqlen_q - r0), w);
-        uint8_t& touched = w.touched[(h - hk * p.group_size()) * n_qt_b + qt];
-        for (int64_t i = 0; i < n; ++i) {
-          const KeyTile& t = kts[i];
-          if (qt < t.r_begin / kBlockQ || r0 >= t.r_end) continue;
-          float* dq_cols = dqt(chunk, h, b, qt);
-          if (!touched) {
-            std::fill(dq_cols, dq_cols + dqk_p * kLd, 0.f);
-            touched = 1;
-          }
-          key_pair(ctx, sl, b, h, hk, qt, t, i, dq_cols, w);
+        // A buffer for this part: add the waiting ones that are due; if all
+        // are taken, wait for the oldest.
+        while (w.q_size > 0 && flush_front(w, false)) {
         }
+        if (w.q_size == kPending) flush_front(w, true);
+        const int slot = (w.q_head + w.q_size) % kPending;
+        float* part = w.part_at(slot);
+        std::fill(part, part + w.pe, 0.f);
+        for (int64_t i = 0; i < n; ++i)
+          if (pl.t[i].sees(qt)) key_pair(ctx, sl, b, h, hk, qt, pl.t[i], i, part, w);
+        w.queue[slot] = Pending{dqt(h, b, qt), &turn(h, b, qt), prev_group(sl, mask, g, qt),
+                                static_cast<int32_t>(g), slot};
+        ++w.q_size;
       }
     }
     for (int64_t i = 0; i < n; ++i) {
       store_tile<Elem>(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, sl, false, b, hk,
-                       kts[i].c0, kts[i].nc, dqk, w.dk_at(i), dqk_p);
+                       pl.t[i].c0, pl.t[i].nc, dqk, w.dk_at(i), dqk_p);
       store_tile<Elem>(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, sl, false, b, hk,
-                       kts[i].c0, kts[i].nc, dv, w.dv_at(i), dv_p);
+                       pl.t[i].c0, pl.t[i].nc, dv, w.dv_at(i), dv_p);
     }
   }
 
@@ -337,7 +416,7 @@ struct Backward {
             q_n.ld(b), dk, dqk_p, true);
     if (!q_n.tile_finite(b, h, qt))
       add_nonfinite<Elem>(qv, sl, true, b, h, r0, nr, dqk, dpt, kLd, nc, dk, dqk_p, w.row.data());
-    // dQ^T += K^T dS^T, into this chunk's block of this query tile.
+    // dQ^T += K^T dS^T, into this group's part for this query tile.
     if constexpr (kBf16) {
       // The padded columns belong to rows this key tile may not see: zero.
       if (nr < nr_p)
@@ -366,24 +445,21 @@ struct Backward {
     }
   }
 
-  // Pass 2: dQ of query rows [r0, r0+nr) of head h: the chunks' dQ^T summed in
-  // chunk order, transposed.
+  // Pass 2: dQ of query rows [r0, r0+nr) of head h: its dQ^T block (0 where no
+  // key is seen), transposed.
   void store_dq(int64_t b, int64_t h, int64_t qt, BwdScratch<PT>& w) const {
     const SeqLen sl(p, b);
     const int64_t r0 = qt * kBlockQ;
     if (r0 >= sl.seqlen_q) return;
     const int64_t nr = std::min(kBlockQ, sl.seqlen_q - r0), dqk = p.head_dim_qk;
-    // Summed in the blocks' own layout (contiguous, vectorises), then transposed.
-    float* acc = w.dqsum.data();
-    const int64_t block = dqk * kLd;
-    std::copy(dqt(0, h, b, qt), dqt(0, h, b, qt) + block, acc);
-    for (int64_t ch = 1; ch < chunks; ++ch) {
-      const float* x = dqt(ch, h, b, qt);
-      for (int64_t e = 0; e < block; ++e) acc[e] += x[e];
-    }
     float* out = w.f.data();  // [nr][dqk]
-    for (int64_t r = 0; r < nr; ++r)
-      for (int64_t c = 0; c < dqk; ++c) out[r * dqk + c] = acc[c * kLd + r];
+    if (turn(h, b, qt).load(std::memory_order_relaxed) == 0) {
+      std::fill(out, out + nr * dqk, 0.f);
+    } else {
+      const float* acc = dqt(h, b, qt);
+      for (int64_t r = 0; r < nr; ++r)
+        for (int64_t c = 0; c < dqk; ++c) out[r * dqk + c] = acc[c * kLd + r];
+    }
     store_tile<Elem>(p.dq, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride, sl, true, b, h, r0,
                      nr, dqk, out, dqk);
   }
