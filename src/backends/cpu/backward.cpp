@@ -17,7 +17,8 @@
 // gradients are bitwise reproducible for any thread count (`deterministic`
 // costs nothing). The dQ sum costs one fp32 copy of dQ whatever the thread
 // count, and items are as many as key groups (8 per thread at B = 1, 4 heads,
-// N = 8192, 16 threads). Items are handed out in order, and an item waits only
+// N = 8192, 16 threads; the last 16 groups cut into key tiles). Items are
+// handed out in order, and an item waits only
 // for earlier ones, so the waits cannot deadlock. B operands are packed once
 // per call (pack.h); the two pipelines (fp32, bf16) are the forward's.
 #include <algorithm>
@@ -45,6 +46,11 @@ constexpr int64_t kLd = 64;             // leading dimension of the score tiles
 static_assert(kBlockQ <= kLd && kBlockK <= kLd);
 // dQ^T parts a thread may hold while the block they go to is not yet due.
 constexpr int kPending = 8;
+// The last kTailItems key groups (in the order items are handed out) run as
+// one item per key tile, so that the threads end within a small item of each
+// other. A fixed number, never the thread count: which groups are cut changes
+// the dQ^T sums' rounding, so it may depend on the shape alone.
+constexpr int64_t kTailItems = 16;
 
 // Row index into the per-row vector d (same layout as a contiguous LSE).
 inline int64_t row_slot(const FwdParams& p, const SeqLen& sl, int64_t b, int64_t h, int64_t i) {
@@ -93,8 +99,8 @@ inline void wait_step(int& spins) {
 // A dQ^T part of a group, waiting for its turn on a block.
 struct Pending {
   float* block;                  // the shared dQ^T block
-  std::atomic<int32_t>* turn;    // its counter: 1 + the last group added, 0: none
-  int32_t prev, mine;            // the group before this one on the block (-1: none), this group
+  std::atomic<int32_t>* turn;    // its counter: 1 + the first key tile of the last item added, 0: none
+  int32_t prev, mine;            // the item before this one on the block (-1: none), this item (first key tiles)
   int slot;                      // its buffer in BwdScratch::part
 };
 
@@ -138,12 +144,12 @@ struct Backward {
   std::vector<float> dvec;
   HeadView qv, kv, vv, ov, dov;
   Packed<PT> q_t, do_t, q_n, do_n;  // B operands: Q and dO, transposed and natural
-  int64_t n_kt = 0, n_groups = 1, group = 1;
+  int64_t n_kt = 0, n_groups = 1, group = 1, n_items = 0, cut = 0;
   // dQ^T, fp32, one block [padded dqk][kLd] per (query head, query tile):
   // contiguous blocks, since a strided [dqk][all queries] layout put every row of
   // a product's C in the same L1 set (strides of 8 KiB and more).
   Workspace dqt_buf;
-  // Per block: 1 + the last key group whose part was added (0: none yet).
+  // Per block: 1 + the first key tile of the last item whose part was added (0: none yet).
   std::unique_ptr<std::atomic<int32_t>[]> turns;
 
   Backward(const BwdParams& params, const Kernels& kern)
@@ -180,7 +186,9 @@ struct Backward {
     turns.reset(new std::atomic<int32_t>[static_cast<size_t>(std::max<int64_t>(1, blocks))]);
     for (int64_t i = 0; i < blocks; ++i) turns[i].store(0, std::memory_order_relaxed);
     const int64_t n_qt = ceil_div(p.seqlen_q, kBlockQ);
-    const int64_t n_items = n_groups * p.batch * hkv;
+    n_items = n_groups * p.batch * hkv;
+    cut = std::max<int64_t>(0, n_items - kTailItems);
+    const int64_t n_dispatch = cut + (n_items - cut) * group;
     std::atomic<int64_t> next_item{0};
 #pragma omp parallel num_threads(nt)
     {
@@ -196,8 +204,11 @@ struct Backward {
       // Group-major (under a causal mask the first groups are the longest),
       // handed out strictly in order: an item waits only for earlier items,
       // which are running or done, so some item always makes progress.
-      for (int64_t t; (t = next_item.fetch_add(1, std::memory_order_relaxed)) < n_items;)
-        key_item(t % p.batch, t / p.batch % hkv, t / p.batch / hkv, w);
+      for (int64_t u; (u = next_item.fetch_add(1, std::memory_order_relaxed)) < n_dispatch;) {
+        const int64_t t = u < cut ? u : cut + (u - cut) / group, sub = u < cut ? -1 : (u - cut) % group;
+        const int64_t g = t / p.batch / hkv;
+        key_item(t % p.batch, t / p.batch % hkv, sub < 0 ? g * group : g * group + sub, sub < 0 ? group : 1, w);
+      }
       if (kBf16 && k.thread_end) k.thread_end();
 #pragma omp barrier
 #pragma omp for schedule(dynamic, 1)
@@ -270,10 +281,18 @@ struct Backward {
     return finite;
   }
 
-  // The key tiles of group g of sequence sl (none past its end).
-  GroupPlan plan_group(const SeqLen& sl, const Mask& mask, int64_t g) const {
+  // Whether key group g of (b, hk) runs as one item per key tile (the tail).
+  bool is_cut(int64_t b, int64_t hk, int64_t g) const { return (g * p.heads_kv + hk) * p.batch + b >= cut; }
+  // The first key tile of the item that holds key tile kt, and its length.
+  int64_t item_start(int64_t b, int64_t hk, int64_t kt) const {
+    return is_cut(b, hk, kt / group) ? kt : kt / group * group;
+  }
+  int64_t item_tiles(int64_t b, int64_t hk, int64_t kt0) const { return is_cut(b, hk, kt0 / group) ? 1 : group; }
+
+  // Key tiles [kt0, kt0 + nt) of sequence sl (none past its end).
+  GroupPlan plan_group(const SeqLen& sl, const Mask& mask, int64_t kt0, int64_t nt) const {
     GroupPlan pl;
-    for (int64_t kt = g * group; pl.n < group && kt * kBlockK < sl.seqlen_k; ++kt) {
+    for (int64_t kt = kt0; pl.n < nt && kt * kBlockK < sl.seqlen_k; ++kt) {
       KeyTile& t = pl.t[pl.n++];
       t.c0 = kt * kBlockK;
       t.nc = std::min(kBlockK, sl.seqlen_k - t.c0);
@@ -289,19 +308,23 @@ struct Backward {
     return pl;
   }
 
-  // The last group before g whose part goes to query tile qt's dQ^T (-1: none).
-  int32_t prev_group(const SeqLen& sl, const Mask& mask, int64_t g, int64_t qt) const {
-    for (int64_t gp = g - 1; gp >= 0; --gp)
-      if (plan_group(sl, mask, gp).visits(qt)) return static_cast<int32_t>(gp);
+  // The first key tile of the last item before the one at kt0 whose part goes
+  // to query tile qt's dQ^T (-1: none).
+  int32_t prev_item(const SeqLen& sl, const Mask& mask, int64_t b, int64_t hk, int64_t kt0, int64_t qt) const {
+    for (int64_t kt = kt0 - 1; kt >= 0;) {
+      const int64_t s0 = item_start(b, hk, kt);
+      if (plan_group(sl, mask, s0, item_tiles(b, hk, s0)).visits(qt)) return static_cast<int32_t>(s0);
+      kt = s0 - 1;
+    }
     return -1;
   }
 
-  // Pass 1: dK, dV of key group g of kv head hk, and its parts of dQ for
-  // every query head of the group.
-  void key_item(int64_t b, int64_t hk, int64_t g, BwdScratch<PT>& w) const {
+  // Pass 1: dK, dV of key tiles [kt0, kt0 + nt) of kv head hk, and their part
+  // of dQ for every query head of the group.
+  void key_item(int64_t b, int64_t hk, int64_t kt0, int64_t nt, BwdScratch<PT>& w) const {
     const SeqLen sl(p, b);
-    if (g * group * kBlockK >= sl.seqlen_k) return;
-    key_group(sl, b, hk, g, w);
+    if (kt0 * kBlockK >= sl.seqlen_k) return;
+    key_group(sl, b, hk, kt0, nt, w);
     while (w.q_size > 0) flush_front(w, true);
   }
 
@@ -326,16 +349,16 @@ struct Backward {
     return true;
   }
 
-  // Key group g: query tiles outer, key tiles inner, so each query tile's packed
+  // Key tiles [kt0, kt0 + nt): query tiles outer, key tiles inner, so each query tile's packed
   // operands are read once per group, not once per key tile (the traffic that
   // kept 16 threads from scaling), while the group's K, V and dK, dV stay in L2.
   // dK/dV sum by head, then query tile, then key tile order; a dQ^T part sums
   // the group's key tiles in order: the bits do not depend on the threads.
-  void key_group(const SeqLen& sl, int64_t b, int64_t hk, int64_t g, BwdScratch<PT>& w) const {
+  void key_group(const SeqLen& sl, int64_t b, int64_t hk, int64_t kt0, int64_t nt, BwdScratch<PT>& w) const {
     const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v;
     const int64_t dqk_p = padded<PT>(dqk), dv_p = padded<PT>(dv);
     const Mask mask(sl.seqlen_q, sl.seqlen_k, p.window_left, p.window_right);
-    GroupPlan pl = plan_group(sl, mask, g);
+    GroupPlan pl = plan_group(sl, mask, kt0, nt);
     const int64_t n = pl.n;
     for (int64_t i = 0; i < n; ++i) {
       KeyTile& t = pl.t[i];
@@ -361,8 +384,8 @@ struct Backward {
         std::fill(part, part + w.pe, 0.f);
         for (int64_t i = 0; i < n; ++i)
           if (pl.t[i].sees(qt)) key_pair(ctx, sl, b, h, hk, qt, pl.t[i], i, part, w);
-        w.queue[slot] = Pending{dqt(h, b, qt), &turn(h, b, qt), prev_group(sl, mask, g, qt),
-                                static_cast<int32_t>(g), slot};
+        w.queue[slot] = Pending{dqt(h, b, qt), &turn(h, b, qt), prev_item(sl, mask, b, hk, kt0, qt),
+                                static_cast<int32_t>(kt0), slot};
         ++w.q_size;
       }
     }
