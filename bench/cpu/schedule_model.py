@@ -1,0 +1,90 @@
+"""The CPU backend's work split at the host's scaling point, modelled.
+
+B = 1, 4 heads, N = 8192, D = 128, non-causal, 16 threads. Threads take items in
+order, each when it is free (OpenMP dynamic, or the backward's item counter).
+Every thread has its own constant speed, drawn around 1 with spread `sigma`
+(cores of a shared host do not run alike), and every step varies by 3%. The
+model prints the ideal time over the makespan (1.0 = every thread busy to the
+end) for:
+
+  bwd v8:  32 items (8 key chunks x 4 heads, 16 key tiles each): 2 per thread
+  bwd v9:  128 items, one per (head, group of 4 key tiles), handed out
+           group-major; the dQ^T part of query tile j of an item is added to
+           the shared block only after the previous group of that head added
+           its own (a FIFO of 8 parts per thread: an item stalls only when the
+           part 8 query tiles back is still not due)
+  bwd v9 + tail: the same, the last 16 groups cut into single key tiles
+  fwd v8:  256 items of 128 rows
+  fwd v9:  112 items of 256 rows, then 64 of 64 rows (bf16)
+
+Usage: python bench/cpu/schedule_model.py [--threads 16] [--seeds 30]"""
+import argparse
+import random
+import statistics
+
+JITTER = 0.03
+
+
+def backward(nt, speed, rng, items, depth=8, n_qt=128):
+    """items: (head, tiles) in hand-out order; the chain of a head is its items' order."""
+    free = [0.0] * nt
+    last = {}
+    for head, tiles in items:
+        t = min(range(nt), key=lambda i: free[i])
+        now = free[t]
+        flushed = []
+        prev = last.get(head)
+        for j in range(n_qt):
+            start = now if j < depth else max(now, flushed[j - depth])
+            now = start + tiles / 4 * rng.gauss(1, JITTER) / speed[t]
+            f = now if prev is None else max(now, prev[j])
+            if flushed:
+                f = max(f, flushed[-1])
+            flushed.append(f)
+        last[head] = flushed
+        free[t] = max(now, flushed[-1])
+    return max(free)
+
+
+def chunks_v8(nt, speed, rng):
+    free = [0.0] * nt
+    for _ in range(32):
+        t = min(range(nt), key=lambda i: free[i])
+        free[t] += sum(rng.gauss(1, JITTER) for _ in range(16 // 4 * 128)) / speed[t]
+    return max(free)
+
+
+def forward(nt, speed, rng, sizes):
+    free = [0.0] * nt
+    for w in sizes:
+        t = min(range(nt), key=lambda i: free[i])
+        free[t] += w * rng.gauss(1, JITTER) / speed[t]
+    return max(free)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=16)
+    ap.add_argument("--seeds", type=int, default=30)
+    a = ap.parse_args()
+    nt = a.threads
+    groups = [(g % 4, 4) for g in range(128)]  # group-major: head = g % 4
+    tail = groups[:112] + [(h, 1) for h, _ in groups[112:] for _ in range(4)]
+    work_bwd = 128 * 128  # (query tile, 4-key-tile group) steps
+    work_fwd = 256 * 2    # 64-row units
+    for sigma in (0.0, 0.05, 0.10):
+        r = {k: [] for k in ("bwd v8", "bwd v9", "bwd v9 + tail", "fwd v8", "fwd v9")}
+        for seed in range(a.seeds):
+            rng = random.Random(seed)
+            speed = [max(0.5, rng.gauss(1, sigma)) for _ in range(nt)]
+            rate = sum(speed)
+            r["bwd v8"].append(work_bwd / rate / chunks_v8(nt, speed, rng))
+            r["bwd v9"].append(work_bwd / rate / backward(nt, speed, rng, groups))
+            r["bwd v9 + tail"].append(work_bwd / rate / backward(nt, speed, rng, tail))
+            r["fwd v8"].append(work_fwd / rate / forward(nt, speed, rng, [2] * 256))
+            r["fwd v9"].append(work_fwd / rate / forward(nt, speed, rng, [4] * 112 + [1] * 64))
+        print(f"sigma {sigma:.2f}: " + ", ".join(f"{k} {statistics.mean(v):.3f}" for k, v in r.items()))
+
+
+if __name__ == "__main__":
+    main()
