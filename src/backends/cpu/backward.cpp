@@ -8,19 +8,20 @@
 //      per-query statistics (lse, d) are vectors along each row. Then
 //        dV += P^T dO,  dK += dS^T Q   (kept per key tile, stored when it ends),
 //        dQ^T += K^T dS^T              (the group's part, in a private block).
-//      Each (query head, query tile) has one fp32 dQ^T block for the whole
-//      call; the groups add their parts to it in key order, each after the
-//      previous group that sees the block (a per-block counter; a part not yet
-//      due waits in a short per-thread queue while its item goes on).
-//   2. Per query tile: dQ = its dQ^T block, transposed and stored.
-// Every output element is written by one work item or summed in key order, so
-// gradients are bitwise reproducible for any thread count (`deterministic`
-// costs nothing). The dQ sum costs one fp32 copy of dQ whatever the thread
-// count, and items are as many as key groups (8 per thread at B = 1, 4 heads,
-// N = 8192, 16 threads; the last 16 groups cut into key tiles). Items are
-// handed out in order, and an item waits only
-// for earlier ones, so the waits cannot deadlock. B operands are packed once
-// per call (pack.h); the two pipelines (fp32, bf16) are the forward's.
+//      Key group g adds its parts to dQ^T copy (chain) g % chains, which has
+//      one fp32 block per (query head, query tile): in key order, each part
+//      after that of the chain's previous group that sees the block (a
+//      per-block counter; a part not yet due waits in a short per-thread
+//      queue while its item goes on).
+//   2. Per query tile: dQ = its chains' blocks summed in order, transposed.
+// Every output element is written by one work item or summed in an order fixed
+// by the shape, so gradients are bitwise reproducible for any thread count
+// (`deterministic` costs nothing). The dQ sums cost 1-4 fp32 copies of dQ (by
+// the shape, never the thread count), and items are as many as key groups (8
+// per thread at B = 1, 4 heads, N = 8192, 16 threads; the last 16 groups cut
+// into key tiles). Items are handed out in order, and an item waits only for
+// earlier ones, so the waits cannot deadlock. B operands are packed once per
+// call (pack.h); the two pipelines (fp32, bf16) are the forward's.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -51,6 +52,15 @@ constexpr int kPending = 8;
 // other. A fixed number, never the thread count: which groups are cut changes
 // the dQ^T sums' rounding, so it may depend on the shape alone.
 constexpr int64_t kTailItems = 16;
+// Chains: key group g adds to dQ^T copy g % chains, each copy summed in key
+// order, the copies summed in order at the end. An item then waits only for
+// the item chains * (sequence, kv head) pairs before it in hand-out order: at
+// least kChainDistance (a full wave on a 16-core host), so a thread never
+// follows the previous group of its head in lockstep, and one delayed thread
+// (another job on its core) rarely stalls the others. Up to 4 copies of dQ in
+// fp32; a function of the shape alone, never of the thread count.
+constexpr int64_t kChainDistance = 16;
+constexpr int64_t kMaxChains = 4;
 
 // Row index into the per-row vector d (same layout as a contiguous LSE).
 inline int64_t row_slot(const FwdParams& p, const SeqLen& sl, int64_t b, int64_t h, int64_t i) {
@@ -114,13 +124,14 @@ struct BwdScratch {
   std::vector<PT> db;        // dS^T rounded to bf16 as a B operand (bf16 only)
   std::vector<float> s, dp, tanh, lse, d, row, f;
   std::vector<float> part;   // kPending dQ^T parts ([padded dqk][kLd] each)
+  std::vector<float> dqsum;  // one dQ^T block, summed over chains
   Pending queue[kPending];   // parts waiting, oldest first (a ring)
   int q_head = 0, q_size = 0;
   int64_t ke, ve, kte, dke, dve, pe;  // elements per key tile, per dQ^T part
   BwdScratch(int64_t dqk, int64_t dv_, int64_t group)
       : pa(sizeof(PT) == 2 ? kLd * kLd : 0), da(sizeof(PT) == 2 ? kLd * kLd : 0),
         db(sizeof(PT) == 2 ? kLd * kLd : 0), s(kLd * kLd), dp(kLd * kLd), tanh(kLd * kLd), lse(kLd),
-        d(kLd), row(std::max(dqk, dv_)), f(kLd * std::max(dqk, dv_)) {
+        d(kLd), row(std::max(dqk, dv_)), f(kLd * std::max(dqk, dv_)), dqsum(dqk * kLd) {
     ke = kLd * padded<PT>(dqk), ve = kLd * padded<PT>(dv_), kte = padded<PT>(dqk) * kLd;
     dke = kLd * padded<PT>(dqk), dve = kLd * padded<PT>(dv_), pe = padded<PT>(dqk) * kLd;
     k.resize(group * ke), v.resize(group * ve), kt.resize(group * kte);
@@ -144,8 +155,8 @@ struct Backward {
   std::vector<float> dvec;
   HeadView qv, kv, vv, ov, dov;
   Packed<PT> q_t, do_t, q_n, do_n;  // B operands: Q and dO, transposed and natural
-  int64_t n_kt = 0, n_groups = 1, group = 1, n_items = 0, cut = 0;
-  // dQ^T, fp32, one block [padded dqk][kLd] per (query head, query tile):
+  int64_t n_kt = 0, n_groups = 1, group = 1, n_items = 0, cut = 0, chains = 1;
+  // dQ^T, fp32, one block [padded dqk][kLd] per (chain, query head, query tile):
   // contiguous blocks, since a strided [dqk][all queries] layout put every row of
   // a product's C in the same L1 set (strides of 8 KiB and more).
   Workspace dqt_buf;
@@ -162,12 +173,17 @@ struct Backward {
         ov{p.out, p.o_batch_stride, p.o_row_stride, p.o_head_stride},
         dov{p.dout, p.do_batch_stride, p.do_row_stride, p.do_head_stride} {}
 
-  int64_t block_index(int64_t h, int64_t b, int64_t qt) const { return h * q_t.tiles + q_t.tile0[b] + qt; }
-  // The dQ^T block of query tile qt of head h of sequence b, and its counter.
-  float* dqt(int64_t h, int64_t b, int64_t qt) const {
-    return static_cast<float*>(dqt_buf.data()) + block_index(h, b, qt) * padded<PT>(p.head_dim_qk) * kLd;
+  int64_t block_index(int64_t c, int64_t h, int64_t b, int64_t qt) const {
+    return (c * p.heads_q + h) * q_t.tiles + q_t.tile0[b] + qt;
   }
-  std::atomic<int32_t>& turn(int64_t h, int64_t b, int64_t qt) const { return turns[block_index(h, b, qt)]; }
+  // The dQ^T block of chain c, query tile qt of head h of sequence b, and its counter.
+  float* dqt(int64_t c, int64_t h, int64_t b, int64_t qt) const {
+    return static_cast<float*>(dqt_buf.data()) + block_index(c, h, b, qt) * padded<PT>(p.head_dim_qk) * kLd;
+  }
+  std::atomic<int32_t>& turn(int64_t c, int64_t h, int64_t b, int64_t qt) const {
+    return turns[block_index(c, h, b, qt)];
+  }
+  int64_t chain_of(int64_t kt) const { return kt / group % chains; }
 
   void run() {
     const int64_t rows = p.is_varlen() ? p.total_q : p.batch * p.seqlen_q;
@@ -181,7 +197,9 @@ struct Backward {
     n_kt = ceil_div(p.seqlen_k, kBlockK);
     group = group_tiles(padded<PT>(dqk), padded<PT>(dv));
     n_groups = std::max<int64_t>(1, ceil_div(n_kt, group));
-    const int64_t blocks = hq * q_t.tiles;
+    const int64_t pairs = std::max<int64_t>(1, p.batch * hkv);
+    chains = std::clamp<int64_t>(ceil_div(kChainDistance, pairs), 1, std::min(kMaxChains, n_groups));
+    const int64_t blocks = chains * hq * q_t.tiles;
     dqt_buf.acquire(static_cast<size_t>(blocks * padded<PT>(dqk) * kLd) * sizeof(float));
     turns.reset(new std::atomic<int32_t>[static_cast<size_t>(std::max<int64_t>(1, blocks))]);
     for (int64_t i = 0; i < blocks; ++i) turns[i].store(0, std::memory_order_relaxed);
@@ -309,9 +327,17 @@ struct Backward {
   }
 
   // The first key tile of the last item before the one at kt0 whose part goes
-  // to query tile qt's dQ^T (-1: none).
+  // to query tile qt's dQ^T in the same chain (-1: none).
   int32_t prev_item(const SeqLen& sl, const Mask& mask, int64_t b, int64_t hk, int64_t kt0, int64_t qt) const {
+    const int64_t c = chain_of(kt0);
     for (int64_t kt = kt0 - 1; kt >= 0;) {
+      const int64_t g = kt / group;
+      if (g % chains != c) {  // to the last key tile of the chain's previous group
+        const int64_t gp = g - ((g - c) % chains + chains) % chains;
+        if (gp < 0) break;
+        kt = gp * group + group - 1;
+        continue;
+      }
       const int64_t s0 = item_start(b, hk, kt);
       if (plan_group(sl, mask, s0, item_tiles(b, hk, s0)).visits(qt)) return static_cast<int32_t>(s0);
       kt = s0 - 1;
@@ -384,7 +410,8 @@ struct Backward {
         std::fill(part, part + w.pe, 0.f);
         for (int64_t i = 0; i < n; ++i)
           if (pl.t[i].sees(qt)) key_pair(ctx, sl, b, h, hk, qt, pl.t[i], i, part, w);
-        w.queue[slot] = Pending{dqt(h, b, qt), &turn(h, b, qt), prev_item(sl, mask, b, hk, kt0, qt),
+        const int64_t c = chain_of(kt0);
+        w.queue[slot] = Pending{dqt(c, h, b, qt), &turn(c, h, b, qt), prev_item(sl, mask, b, hk, kt0, qt),
                                 static_cast<int32_t>(kt0), slot};
         ++w.q_size;
       }
@@ -475,11 +502,23 @@ struct Backward {
     const int64_t r0 = qt * kBlockQ;
     if (r0 >= sl.seqlen_q) return;
     const int64_t nr = std::min(kBlockQ, sl.seqlen_q - r0), dqk = p.head_dim_qk;
+    // The chains summed in order in the blocks' own layout (contiguous,
+    // vectorises), then transposed.
     float* out = w.f.data();  // [nr][dqk]
-    if (turn(h, b, qt).load(std::memory_order_relaxed) == 0) {
+    float* acc = w.dqsum.data();
+    const int64_t block = dqk * kLd;
+    bool any = false;
+    for (int64_t c = 0; c < chains; ++c) {
+      if (turn(c, h, b, qt).load(std::memory_order_relaxed) == 0) continue;
+      const float* x = dqt(c, h, b, qt);
+      if (!any) std::copy(x, x + block, acc);
+      else
+        for (int64_t e = 0; e < block; ++e) acc[e] += x[e];
+      any = true;
+    }
+    if (!any) {
       std::fill(out, out + nr * dqk, 0.f);
     } else {
-      const float* acc = dqt(h, b, qt);
       for (int64_t r = 0; r < nr; ++r)
         for (int64_t c = 0; c < dqk; ++c) out[r * dqk + c] = acc[c * kLd + r];
     }
