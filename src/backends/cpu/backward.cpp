@@ -206,7 +206,22 @@ struct Backward {
     const int64_t n_qt = ceil_div(p.seqlen_q, kBlockQ);
     n_items = n_groups * p.batch * hkv;
     cut = std::max<int64_t>(0, n_items - kTailItems);
-    const int64_t n_dispatch = cut + (n_items - cut) * group;
+    // The cut groups' key tiles, each after every earlier item of its chain,
+    // but otherwise far from them: by rank in the chain, then group.
+    struct TailItem {
+      int64_t rank, t, sub;
+    };
+    std::vector<TailItem> tail;
+    for (int64_t t = cut; t < n_items; ++t) {
+      int64_t before = 0;  // cut groups of the same (sequence, kv head) and chain before this one
+      for (int64_t t2 = cut; t2 < t; ++t2)
+        before += t2 % (p.batch * hkv) == t % (p.batch * hkv) &&
+                  t2 / (p.batch * hkv) % chains == t / (p.batch * hkv) % chains;
+      for (int64_t sub = 0; sub < group; ++sub) tail.push_back({before * group + sub, t, sub});
+    }
+    std::sort(tail.begin(), tail.end(),
+              [](const TailItem& x, const TailItem& y) { return x.rank != y.rank ? x.rank < y.rank : x.t < y.t; });
+    const int64_t n_dispatch = cut + static_cast<int64_t>(tail.size());
     std::atomic<int64_t> next_item{0};
 #pragma omp parallel num_threads(nt)
     {
@@ -223,7 +238,7 @@ struct Backward {
       // handed out strictly in order: an item waits only for earlier items,
       // which are running or done, so some item always makes progress.
       for (int64_t u; (u = next_item.fetch_add(1, std::memory_order_relaxed)) < n_dispatch;) {
-        const int64_t t = u < cut ? u : cut + (u - cut) / group, sub = u < cut ? -1 : (u - cut) % group;
+        const int64_t t = u < cut ? u : tail[u - cut].t, sub = u < cut ? -1 : tail[u - cut].sub;
         const int64_t g = t / p.batch / hkv;
         key_item(t % p.batch, t / p.batch % hkv, sub < 0 ? g * group : g * group + sub, sub < 0 ? group : 1, w);
       }
