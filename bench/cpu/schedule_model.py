@@ -14,6 +14,8 @@ end) for:
            its own (a FIFO of 8 parts per thread: an item stalls only when the
            part 8 query tiles back is still not due)
   bwd v9 + tail: the same, the last 16 groups cut into single key tiles
+  bwd v9 final: + 4 chains (group g adds after group g - 4 of its head, handed
+           out 16 items earlier) and the cut tiles handed out by rank in chain
   fwd v8:  256 items of 128 rows
   fwd v9:  112 items of 256 rows, then 64 of 64 rows (bf16)
 
@@ -26,14 +28,15 @@ JITTER = 0.03
 
 
 def backward(nt, speed, rng, items, depth=8, n_qt=128):
-    """items: (head, tiles) in hand-out order; the chain of a head is its items' order."""
+    """items: (chain, position in chain, tiles) in hand-out order; an item's parts
+    go after those of the item before it in its chain."""
     free = [0.0] * nt
-    last = {}
-    for head, tiles in items:
+    done = {}
+    for chain, pos, tiles in items:
         t = min(range(nt), key=lambda i: free[i])
         now = free[t]
         flushed = []
-        prev = last.get(head)
+        prev = done.get((chain, pos - 1))
         for j in range(n_qt):
             start = now if j < depth else max(now, flushed[j - depth])
             now = start + tiles / 4 * rng.gauss(1, JITTER) / speed[t]
@@ -41,7 +44,7 @@ def backward(nt, speed, rng, items, depth=8, n_qt=128):
             if flushed:
                 f = max(f, flushed[-1])
             flushed.append(f)
-        last[head] = flushed
+        done[(chain, pos)] = flushed
         free[t] = max(now, flushed[-1])
     return max(free)
 
@@ -68,12 +71,17 @@ def main():
     ap.add_argument("--seeds", type=int, default=30)
     a = ap.parse_args()
     nt = a.threads
-    groups = [(g % 4, 4) for g in range(128)]  # group-major: head = g % 4
-    tail = groups[:112] + [(h, 1) for h, _ in groups[112:] for _ in range(4)]
+    # Group-major: item i is group g = i // 4 of head i % 4; (chain, rank in chain, tiles).
+    groups = [(i % 4, i // 4, 4) for i in range(128)]
+    tail = groups[:112] + [(i % 4, 28 + 4 * (i // 4 - 28) + s, 1) for i in range(112, 128) for s in range(4)]
+    # 4 chains per head: group g in chain (head, g % 4); cut tiles by rank in chain.
+    chained = [((i % 4, i // 4 % 4), i // 16, 4) for i in range(112)]
+    chained += sorted([((i % 4, i // 4 % 4), 7 + s, 1) for i in range(112, 128) for s in range(4)],
+                      key=lambda x: x[1])
     work_bwd = 128 * 128  # (query tile, 4-key-tile group) steps
     work_fwd = 256 * 2    # 64-row units
     for sigma in (0.0, 0.05, 0.10):
-        r = {k: [] for k in ("bwd v8", "bwd v9", "bwd v9 + tail", "fwd v8", "fwd v9")}
+        r = {k: [] for k in ("bwd v8", "bwd v9", "bwd v9 + tail", "bwd v9 final", "fwd v8", "fwd v9")}
         for seed in range(a.seeds):
             rng = random.Random(seed)
             speed = [max(0.5, rng.gauss(1, sigma)) for _ in range(nt)]
@@ -81,6 +89,7 @@ def main():
             r["bwd v8"].append(work_bwd / rate / chunks_v8(nt, speed, rng))
             r["bwd v9"].append(work_bwd / rate / backward(nt, speed, rng, groups))
             r["bwd v9 + tail"].append(work_bwd / rate / backward(nt, speed, rng, tail))
+            r["bwd v9 final"].append(work_bwd / rate / backward(nt, speed, rng, chained))
             r["fwd v8"].append(work_fwd / rate / forward(nt, speed, rng, [2] * 256))
             r["fwd v9"].append(work_fwd / rate / forward(nt, speed, rng, [4] * 112 + [1] * 64))
         print(f"sigma {sigma:.2f}: " + ", ".join(f"{k} {statistics.mean(v):.3f}" for k, v in r.items()))
