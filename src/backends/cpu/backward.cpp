@@ -7,12 +7,12 @@
 //      P^T and dS^T come out in the layout the next products read, and the
 //      per-query statistics (lse, d) are vectors along each row. Then
 //        dV += P^T dO,  dK += dS^T Q   (kept per key tile, stored when it ends),
-//        dQ^T += K^T dS^T              (the group's part, in a private block).
-//      Key group g adds its parts to dQ^T copy (chain) g % chains, which has
-//      one fp32 block per (query head, query tile): in key order, each part
-//      after that of the chain's previous group that sees the block (a
-//      per-block counter; a part not yet due waits in a short per-thread
-//      queue while its item goes on).
+//        dQ^T += K^T dS^T              (into the chain's fp32 block).
+//      Key group g adds to dQ^T copy (chain) g % chains, which has one fp32
+//      block per (query head, query tile): in key order, each group after the
+//      chain's previous group that sees the block (a per-block counter). The
+//      previous group of a chain was handed out a full wave earlier, so its
+//      turn has nearly always passed.
 //   2. Per query tile: dQ = its chains' blocks summed in order, transposed.
 // Every output element is written by one work item or summed in an order fixed
 // by the shape, so gradients are bitwise reproducible for any thread count
@@ -45,8 +45,6 @@ constexpr int64_t kBlockQ = kPackRows;  // query rows per tile (one packed tile)
 constexpr int64_t kBlockK = kPackRows;  // keys per tile
 constexpr int64_t kLd = 64;             // leading dimension of the score tiles
 static_assert(kBlockQ <= kLd && kBlockK <= kLd);
-// dQ^T parts a thread may hold while the block they go to is not yet due.
-constexpr int kPending = 8;
 // The last kTailItems key groups (in the order items are handed out) run as
 // one item per key tile, so that the threads end within a small item of each
 // other. A fixed number, never the thread count: which groups are cut changes
@@ -106,14 +104,6 @@ inline void wait_step(int& spins) {
   }
 }
 
-// A dQ^T part of a group, waiting for its turn on a block.
-struct Pending {
-  float* block;                  // the shared dQ^T block
-  std::atomic<int32_t>* turn;    // its counter: 1 + the first key tile of the last item added, 0: none
-  int32_t prev, mine;            // the item before this one on the block (-1: none), this item (first key tiles)
-  int slot;                      // its buffer in BwdScratch::part
-};
-
 template <typename PT>
 struct BwdScratch {
   // Per key tile of the group: A operands K and V (of S^T, dP^T), K^T (of dQ^T),
@@ -123,27 +113,22 @@ struct BwdScratch {
   std::vector<PT> pa, da;    // P^T and dS^T rounded to bf16, row-major (bf16 only)
   std::vector<PT> db;        // dS^T rounded to bf16 as a B operand (bf16 only)
   std::vector<float> s, dp, tanh, lse, d, row, f;
-  std::vector<float> part;   // kPending dQ^T parts ([padded dqk][kLd] each)
   std::vector<float> dqsum;  // one dQ^T block, summed over chains
-  Pending queue[kPending];   // parts waiting, oldest first (a ring)
-  int q_head = 0, q_size = 0;
-  int64_t ke, ve, kte, dke, dve, pe;  // elements per key tile, per dQ^T part
+  int64_t ke, ve, kte, dke, dve;  // elements per key tile
   BwdScratch(int64_t dqk, int64_t dv_, int64_t group)
       : pa(sizeof(PT) == 2 ? kLd * kLd : 0), da(sizeof(PT) == 2 ? kLd * kLd : 0),
         db(sizeof(PT) == 2 ? kLd * kLd : 0), s(kLd * kLd), dp(kLd * kLd), tanh(kLd * kLd), lse(kLd),
         d(kLd), row(std::max(dqk, dv_)), f(kLd * std::max(dqk, dv_)), dqsum(dqk * kLd) {
     ke = kLd * padded<PT>(dqk), ve = kLd * padded<PT>(dv_), kte = padded<PT>(dqk) * kLd;
-    dke = kLd * padded<PT>(dqk), dve = kLd * padded<PT>(dv_), pe = padded<PT>(dqk) * kLd;
+    dke = kLd * padded<PT>(dqk), dve = kLd * padded<PT>(dv_);
     k.resize(group * ke), v.resize(group * ve), kt.resize(group * kte);
     dk.resize(group * dke), dv.resize(group * dve);
-    part.resize(kPending * pe);
   }
   PT* k_at(int64_t i) { return k.data() + i * ke; }
   PT* v_at(int64_t i) { return v.data() + i * ve; }
   PT* kt_at(int64_t i) { return kt.data() + i * kte; }
   float* dk_at(int64_t i) { return dk.data() + i * dke; }
   float* dv_at(int64_t i) { return dv.data() + i * dve; }
-  float* part_at(int64_t i) { return part.data() + i * pe; }
 };
 
 template <typename Elem, typename PT>
@@ -160,7 +145,7 @@ struct Backward {
   // contiguous blocks, since a strided [dqk][all queries] layout put every row of
   // a product's C in the same L1 set (strides of 8 KiB and more).
   Workspace dqt_buf;
-  // Per block: 1 + the first key tile of the last item whose part was added (0: none yet).
+  // Per block: 1 + the first key tile of the last item that added to it (0: none yet).
   std::unique_ptr<std::atomic<int32_t>[]> turns;
 
   Backward(const BwdParams& params, const Kernels& kern)
@@ -341,7 +326,7 @@ struct Backward {
     return pl;
   }
 
-  // The first key tile of the last item before the one at kt0 whose part goes
+  // The first key tile of the last item before the one at kt0 that adds
   // to query tile qt's dQ^T in the same chain (-1: none).
   int32_t prev_item(const SeqLen& sl, const Mask& mask, int64_t b, int64_t hk, int64_t kt0, int64_t qt) const {
     const int64_t c = chain_of(kt0);
@@ -366,35 +351,13 @@ struct Backward {
     const SeqLen sl(p, b);
     if (kt0 * kBlockK >= sl.seqlen_k) return;
     key_group(sl, b, hk, kt0, nt, w);
-    while (w.q_size > 0) flush_front(w, true);
-  }
-
-  // Adds the oldest waiting part to its block when the block's turn has come
-  // (waiting for it when `wait`); false if it has not and !wait.
-  bool flush_front(BwdScratch<PT>& w, bool wait) const {
-    const Pending& e = w.queue[w.q_head];
-    const int32_t due = e.prev + 1;
-    int spins = 0;
-    while (e.turn->load(std::memory_order_acquire) != due) {
-      if (!wait) return false;
-      wait_step(spins);
-    }
-    const float* x = w.part_at(e.slot);
-    const int64_t n = w.pe;
-    if (e.prev < 0) std::copy(x, x + n, e.block);
-    else
-      for (int64_t i = 0; i < n; ++i) e.block[i] += x[i];
-    e.turn->store(e.mine + 1, std::memory_order_release);
-    w.q_head = (w.q_head + 1) % kPending;
-    --w.q_size;
-    return true;
   }
 
   // Key tiles [kt0, kt0 + nt): query tiles outer, key tiles inner, so each query tile's packed
   // operands are read once per group, not once per key tile (the traffic that
   // kept 16 threads from scaling), while the group's K, V and dK, dV stay in L2.
-  // dK/dV sum by head, then query tile, then key tile order; a dQ^T part sums
-  // the group's key tiles in order: the bits do not depend on the threads.
+  // dK/dV sum by head, then query tile, then key tile order; dQ^T by key tile
+  // within its chain: the bits do not depend on the threads.
   void key_group(const SeqLen& sl, int64_t b, int64_t hk, int64_t kt0, int64_t nt, BwdScratch<PT>& w) const {
     const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v;
     const int64_t dqk_p = padded<PT>(dqk), dv_p = padded<PT>(dv);
@@ -415,20 +378,16 @@ struct Backward {
         if (!pl.visits(qt)) continue;
         const int64_t r0 = qt * kBlockQ;
         load_row_stats(sl, b, h, r0, std::min(kBlockQ, sl.seqlen_q - r0), w);
-        // A buffer for this part: add the waiting ones that are due; if all
-        // are taken, wait for the oldest.
-        while (w.q_size > 0 && flush_front(w, false)) {
-        }
-        if (w.q_size == kPending) flush_front(w, true);
-        const int slot = (w.q_head + w.q_size) % kPending;
-        float* part = w.part_at(slot);
-        std::fill(part, part + w.pe, 0.f);
-        for (int64_t i = 0; i < n; ++i)
-          if (pl.t[i].sees(qt)) key_pair(ctx, sl, b, h, hk, qt, pl.t[i], i, part, w);
+        // This chain's block, once the previous item that sees it is done.
         const int64_t c = chain_of(kt0);
-        w.queue[slot] = Pending{dqt(c, h, b, qt), &turn(c, h, b, qt), prev_item(sl, mask, b, hk, kt0, qt),
-                                static_cast<int32_t>(kt0), slot};
-        ++w.q_size;
+        std::atomic<int32_t>& tn = turn(c, h, b, qt);
+        const int32_t prev = prev_item(sl, mask, b, hk, kt0, qt);
+        for (int spins = 0; tn.load(std::memory_order_acquire) != prev + 1;) wait_step(spins);
+        float* dq_cols = dqt(c, h, b, qt);
+        if (prev < 0) std::fill(dq_cols, dq_cols + dqk_p * kLd, 0.f);
+        for (int64_t i = 0; i < n; ++i)
+          if (pl.t[i].sees(qt)) key_pair(ctx, sl, b, h, hk, qt, pl.t[i], i, dq_cols, w);
+        tn.store(static_cast<int32_t>(kt0) + 1, std::memory_order_release);
       }
     }
     for (int64_t i = 0; i < n; ++i) {
@@ -481,7 +440,7 @@ struct Backward {
             q_n.ld(b), dk, dqk_p, true);
     if (!q_n.tile_finite(b, h, qt))
       add_nonfinite<Elem>(qv, sl, true, b, h, r0, nr, dqk, dpt, kLd, nc, dk, dqk_p, w.row.data());
-    // dQ^T += K^T dS^T, into this group's part for this query tile.
+    // dQ^T += K^T dS^T, into this chain's block of this query tile.
     if constexpr (kBf16) {
       // The padded columns belong to rows this key tile may not see: zero.
       if (nr < nr_p)
