@@ -63,11 +63,11 @@ std::vector<Case> length_cases() {
     r.push_back(c);
   r.push_back(Case("len1_1023_window").seq(1, 1023).win(100, 0).type(f32));
   r.push_back(Case("len1023_17_causal").seq(1023, 17).causal_mask().type(f16));
-  // More key groups than the CPU backward cuts into key tiles at the end (40 and
-  // 30 items, the last 16 cut): both kinds of items add to one dQ^T block.
-  for (const Case& c : in_dtypes({Case("key_groups_tail_window").batch(2).seq(300, 1100).heads(4, 4).dims(32, 32)
+  // Several key groups per dQ^T chain in the CPU backward (40 items in 2 chains,
+  // 30 in 3), each group adding after the previous one of its chain.
+  for (const Case& c : in_dtypes({Case("key_groups_chains_window").batch(2).seq(300, 1100).heads(4, 4).dims(32, 32)
                                       .win(300, 40),
-                                  Case("key_groups_tail_causal").seq(600, 1100).heads(6, 6).dims(32, 32)
+                                  Case("key_groups_chains_causal").seq(600, 1100).heads(6, 6).dims(32, 32)
                                       .causal_mask()},
                                  {f32, bf16}))
     r.push_back(c);

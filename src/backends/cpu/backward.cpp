@@ -18,10 +18,10 @@
 // by the shape, so gradients are bitwise reproducible for any thread count
 // (`deterministic` costs nothing). The dQ sums cost 1-4 fp32 copies of dQ (by
 // the shape, never the thread count), and items are as many as key groups (8
-// per thread at B = 1, 4 heads, N = 8192, 16 threads; the last 16 groups cut
-// into key tiles). Items are handed out in order, and an item waits only for
-// earlier ones, so the waits cannot deadlock. B operands are packed once per
-// call (pack.h); the two pipelines (fp32, bf16) are the forward's.
+// per thread at B = 1, 4 heads, N = 8192, 16 threads). Items are handed out in
+// order, and an item waits only for earlier ones, so the waits cannot
+// deadlock. B operands are packed once per call (pack.h); the two pipelines
+// (fp32, bf16) are the forward's.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -45,11 +45,6 @@ constexpr int64_t kBlockQ = kPackRows;  // query rows per tile (one packed tile)
 constexpr int64_t kBlockK = kPackRows;  // keys per tile
 constexpr int64_t kLd = 64;             // leading dimension of the score tiles
 static_assert(kBlockQ <= kLd && kBlockK <= kLd);
-// The last kTailItems key groups (in the order items are handed out) run as
-// one item per key tile, so that the threads end within a small item of each
-// other. A fixed number, never the thread count: which groups are cut changes
-// the dQ^T sums' rounding, so it may depend on the shape alone.
-constexpr int64_t kTailItems = 16;
 // Chains: key group g adds to dQ^T copy g % chains, each copy summed in key
 // order, the copies summed in order at the end. An item then waits only for
 // the item chains * (sequence, kv head) pairs before it in hand-out order: at
@@ -140,12 +135,12 @@ struct Backward {
   std::vector<float> dvec;
   HeadView qv, kv, vv, ov, dov;
   Packed<PT> q_t, do_t, q_n, do_n;  // B operands: Q and dO, transposed and natural
-  int64_t n_kt = 0, n_groups = 1, group = 1, n_items = 0, cut = 0, chains = 1;
+  int64_t n_kt = 0, n_groups = 1, group = 1, chains = 1;
   // dQ^T, fp32, one block [padded dqk][kLd] per (chain, query head, query tile):
   // contiguous blocks, since a strided [dqk][all queries] layout put every row of
   // a product's C in the same L1 set (strides of 8 KiB and more).
   Workspace dqt_buf;
-  // Per block: 1 + the first key tile of the last item that added to it (0: none yet).
+  // Per block: 1 + the last key group that added to it (0: none yet).
   std::unique_ptr<std::atomic<int32_t>[]> turns;
 
   Backward(const BwdParams& params, const Kernels& kern)
@@ -168,7 +163,6 @@ struct Backward {
   std::atomic<int32_t>& turn(int64_t c, int64_t h, int64_t b, int64_t qt) const {
     return turns[block_index(c, h, b, qt)];
   }
-  int64_t chain_of(int64_t kt) const { return kt / group % chains; }
 
   void run() {
     const int64_t rows = p.is_varlen() ? p.total_q : p.batch * p.seqlen_q;
@@ -189,24 +183,7 @@ struct Backward {
     turns.reset(new std::atomic<int32_t>[static_cast<size_t>(std::max<int64_t>(1, blocks))]);
     for (int64_t i = 0; i < blocks; ++i) turns[i].store(0, std::memory_order_relaxed);
     const int64_t n_qt = ceil_div(p.seqlen_q, kBlockQ);
-    n_items = n_groups * p.batch * hkv;
-    cut = std::max<int64_t>(0, n_items - kTailItems);
-    // The cut groups' key tiles, each after every earlier item of its chain,
-    // but otherwise far from them: by rank in the chain, then group.
-    struct TailItem {
-      int64_t rank, t, sub;
-    };
-    std::vector<TailItem> tail;
-    for (int64_t t = cut; t < n_items; ++t) {
-      int64_t before = 0;  // cut groups of the same (sequence, kv head) and chain before this one
-      for (int64_t t2 = cut; t2 < t; ++t2)
-        before += t2 % (p.batch * hkv) == t % (p.batch * hkv) &&
-                  t2 / (p.batch * hkv) % chains == t / (p.batch * hkv) % chains;
-      for (int64_t sub = 0; sub < group; ++sub) tail.push_back({before * group + sub, t, sub});
-    }
-    std::sort(tail.begin(), tail.end(),
-              [](const TailItem& x, const TailItem& y) { return x.rank != y.rank ? x.rank < y.rank : x.t < y.t; });
-    const int64_t n_dispatch = cut + static_cast<int64_t>(tail.size());
+    const int64_t n_items = n_groups * p.batch * hkv;
     std::atomic<int64_t> next_item{0};
 #pragma omp parallel num_threads(nt)
     {
@@ -222,11 +199,8 @@ struct Backward {
       // Group-major (under a causal mask the first groups are the longest),
       // handed out strictly in order: an item waits only for earlier items,
       // which are running or done, so some item always makes progress.
-      for (int64_t u; (u = next_item.fetch_add(1, std::memory_order_relaxed)) < n_dispatch;) {
-        const int64_t t = u < cut ? u : tail[u - cut].t, sub = u < cut ? -1 : tail[u - cut].sub;
-        const int64_t g = t / p.batch / hkv;
-        key_item(t % p.batch, t / p.batch % hkv, sub < 0 ? g * group : g * group + sub, sub < 0 ? group : 1, w);
-      }
+      for (int64_t t; (t = next_item.fetch_add(1, std::memory_order_relaxed)) < n_items;)
+        key_item(t % p.batch, t / p.batch % hkv, t / p.batch / hkv, w);
       if (kBf16 && k.thread_end) k.thread_end();
 #pragma omp barrier
 #pragma omp for schedule(dynamic, 1)
@@ -299,18 +273,10 @@ struct Backward {
     return finite;
   }
 
-  // Whether key group g of (b, hk) runs as one item per key tile (the tail).
-  bool is_cut(int64_t b, int64_t hk, int64_t g) const { return (g * p.heads_kv + hk) * p.batch + b >= cut; }
-  // The first key tile of the item that holds key tile kt, and its length.
-  int64_t item_start(int64_t b, int64_t hk, int64_t kt) const {
-    return is_cut(b, hk, kt / group) ? kt : kt / group * group;
-  }
-  int64_t item_tiles(int64_t b, int64_t hk, int64_t kt0) const { return is_cut(b, hk, kt0 / group) ? 1 : group; }
-
-  // Key tiles [kt0, kt0 + nt) of sequence sl (none past its end).
-  GroupPlan plan_group(const SeqLen& sl, const Mask& mask, int64_t kt0, int64_t nt) const {
+  // The key tiles of group g of sequence sl (none past its end).
+  GroupPlan plan_group(const SeqLen& sl, const Mask& mask, int64_t g) const {
     GroupPlan pl;
-    for (int64_t kt = kt0; pl.n < nt && kt * kBlockK < sl.seqlen_k; ++kt) {
+    for (int64_t kt = g * group; pl.n < group && kt * kBlockK < sl.seqlen_k; ++kt) {
       KeyTile& t = pl.t[pl.n++];
       t.c0 = kt * kBlockK;
       t.nc = std::min(kBlockK, sl.seqlen_k - t.c0);
@@ -326,43 +292,37 @@ struct Backward {
     return pl;
   }
 
-  // The first key tile of the last item before the one at kt0 that adds
-  // to query tile qt's dQ^T in the same chain (-1: none).
-  int32_t prev_item(const SeqLen& sl, const Mask& mask, int64_t b, int64_t hk, int64_t kt0, int64_t qt) const {
-    const int64_t c = chain_of(kt0);
-    for (int64_t kt = kt0 - 1; kt >= 0;) {
-      const int64_t g = kt / group;
-      if (g % chains != c) {  // to the last key tile of the chain's previous group
-        const int64_t gp = g - ((g - c) % chains + chains) % chains;
-        if (gp < 0) break;
-        kt = gp * group + group - 1;
-        continue;
-      }
-      const int64_t s0 = item_start(b, hk, kt);
-      if (plan_group(sl, mask, s0, item_tiles(b, hk, s0)).visits(qt)) return static_cast<int32_t>(s0);
-      kt = s0 - 1;
+  // The last group of g's chain before g that adds to query tile qt's dQ^T
+  // (-1: none).
+  int32_t prev_group(const SeqLen& sl, const Mask& mask, int64_t g, int64_t qt) const {
+    for (int64_t gp = g - chains; gp >= 0; gp -= chains) {
+      const GroupPlan pl = plan_group(sl, mask, gp);
+      if (pl.visits(qt)) return static_cast<int32_t>(gp);
+      // The mask is a band: the rows that see a key end no earlier for later
+      // keys, so no earlier group reaches qt either.
+      if (pl.q_hi <= qt) break;
     }
     return -1;
   }
 
-  // Pass 1: dK, dV of key tiles [kt0, kt0 + nt) of kv head hk, and their part
-  // of dQ for every query head of the group.
-  void key_item(int64_t b, int64_t hk, int64_t kt0, int64_t nt, BwdScratch<PT>& w) const {
+  // Pass 1: dK, dV of key group g of kv head hk, and its share of dQ for
+  // every query head of the group.
+  void key_item(int64_t b, int64_t hk, int64_t g, BwdScratch<PT>& w) const {
     const SeqLen sl(p, b);
-    if (kt0 * kBlockK >= sl.seqlen_k) return;
-    key_group(sl, b, hk, kt0, nt, w);
+    if (g * group * kBlockK >= sl.seqlen_k) return;
+    key_group(sl, b, hk, g, w);
   }
 
-  // Key tiles [kt0, kt0 + nt): query tiles outer, key tiles inner, so each query tile's packed
+  // Key group g: query tiles outer, key tiles inner, so each query tile's packed
   // operands are read once per group, not once per key tile (the traffic that
   // kept 16 threads from scaling), while the group's K, V and dK, dV stay in L2.
   // dK/dV sum by head, then query tile, then key tile order; dQ^T by key tile
   // within its chain: the bits do not depend on the threads.
-  void key_group(const SeqLen& sl, int64_t b, int64_t hk, int64_t kt0, int64_t nt, BwdScratch<PT>& w) const {
+  void key_group(const SeqLen& sl, int64_t b, int64_t hk, int64_t g, BwdScratch<PT>& w) const {
     const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v;
     const int64_t dqk_p = padded<PT>(dqk), dv_p = padded<PT>(dv);
     const Mask mask(sl.seqlen_q, sl.seqlen_k, p.window_left, p.window_right);
-    GroupPlan pl = plan_group(sl, mask, kt0, nt);
+    GroupPlan pl = plan_group(sl, mask, g);
     const int64_t n = pl.n;
     for (int64_t i = 0; i < n; ++i) {
       KeyTile& t = pl.t[i];
@@ -379,15 +339,15 @@ struct Backward {
         const int64_t r0 = qt * kBlockQ;
         load_row_stats(sl, b, h, r0, std::min(kBlockQ, sl.seqlen_q - r0), w);
         // This chain's block, once the previous item that sees it is done.
-        const int64_t c = chain_of(kt0);
+        const int64_t c = g % chains;
         std::atomic<int32_t>& tn = turn(c, h, b, qt);
-        const int32_t prev = prev_item(sl, mask, b, hk, kt0, qt);
+        const int32_t prev = prev_group(sl, mask, g, qt);
         for (int spins = 0; tn.load(std::memory_order_acquire) != prev + 1;) wait_step(spins);
         float* dq_cols = dqt(c, h, b, qt);
         if (prev < 0) std::fill(dq_cols, dq_cols + dqk_p * kLd, 0.f);
         for (int64_t i = 0; i < n; ++i)
           if (pl.t[i].sees(qt)) key_pair(ctx, sl, b, h, hk, qt, pl.t[i], i, dq_cols, w);
-        tn.store(static_cast<int32_t>(kt0) + 1, std::memory_order_release);
+        tn.store(static_cast<int32_t>(g) + 1, std::memory_order_release);
       }
     }
     for (int64_t i = 0; i < n; ++i) {
