@@ -8,16 +8,19 @@ model prints the ideal time over the makespan (1.0 = every thread busy to the
 end) for:
 
   bwd v8:  32 items (8 key chunks x 4 heads, 16 key tiles each): 2 per thread
-  bwd v9:  128 items, one per (head, group of 4 key tiles), handed out
-           group-major; the dQ^T part of query tile j of an item is added to
-           the shared block only after the previous group of that head added
-           its own (a FIFO of 8 parts per thread: an item stalls only when the
-           part 8 query tiles back is still not due)
-  bwd v9 + tail: the same, the last 16 groups cut into single key tiles
-  bwd v9 final: + 4 chains (group g adds after group g - 4 of its head, handed
-           out 16 items earlier) and the cut tiles handed out by rank in chain
+  1 chain: 128 items, one per (head, group of 4 key tiles), handed out
+           group-major; query tile j of an item adds to the shared dQ^T block
+           only after the previous group of that head did (a FIFO of 8 parts
+           per thread: an item stalls only when the part 8 query tiles back is
+           still not due; depth 1 = add in place, as v9 does)
+  1 chain + tail: the same, the last 16 groups cut into single key tiles
+  bwd v9:  4 chains (group g adds after group g - 4 of its head, handed out 16
+           items earlier), adding in place
+  v9 + tail: + the cut tiles handed out by rank in chain (tried: the cut items
+           ran 8-15% slower per thread, more than the model's gain)
   fwd v8:  256 items of 128 rows
-  fwd v9:  112 items of 256 rows, then 64 of 64 rows (bf16)
+  fwd v9:  112 items of 256 rows, then 32 of 128 rows (bf16; 64 of 64 rows cost
+           more per flop than the finer end gains, see docs/cpu_notes.md v9)
 
 Usage: python bench/cpu/schedule_model.py [--threads 16] [--seeds 30]"""
 import argparse
@@ -75,23 +78,25 @@ def main():
     groups = [(i % 4, i // 4, 4) for i in range(128)]
     tail = groups[:112] + [(i % 4, 28 + 4 * (i // 4 - 28) + s, 1) for i in range(112, 128) for s in range(4)]
     # 4 chains per head: group g in chain (head, g % 4); cut tiles by rank in chain.
+    chains = [((i % 4, i // 4 % 4), i // 16, 4) for i in range(128)]
     chained = [((i % 4, i // 4 % 4), i // 16, 4) for i in range(112)]
     chained += sorted([((i % 4, i // 4 % 4), 7 + s, 1) for i in range(112, 128) for s in range(4)],
                       key=lambda x: x[1])
     work_bwd = 128 * 128  # (query tile, 4-key-tile group) steps
     work_fwd = 256 * 2    # 64-row units
     for sigma in (0.0, 0.05, 0.10):
-        r = {k: [] for k in ("bwd v8", "bwd v9", "bwd v9 + tail", "bwd v9 final", "fwd v8", "fwd v9")}
+        r = {k: [] for k in ("bwd v8", "1 chain", "1 chain + tail", "bwd v9", "v9 + tail", "fwd v8", "fwd v9")}
         for seed in range(a.seeds):
             rng = random.Random(seed)
             speed = [max(0.5, rng.gauss(1, sigma)) for _ in range(nt)]
             rate = sum(speed)
             r["bwd v8"].append(work_bwd / rate / chunks_v8(nt, speed, rng))
-            r["bwd v9"].append(work_bwd / rate / backward(nt, speed, rng, groups))
-            r["bwd v9 + tail"].append(work_bwd / rate / backward(nt, speed, rng, tail))
-            r["bwd v9 final"].append(work_bwd / rate / backward(nt, speed, rng, chained))
+            r["1 chain"].append(work_bwd / rate / backward(nt, speed, rng, groups))
+            r["1 chain + tail"].append(work_bwd / rate / backward(nt, speed, rng, tail))
+            r["bwd v9"].append(work_bwd / rate / backward(nt, speed, rng, chains, depth=1))
+            r["v9 + tail"].append(work_bwd / rate / backward(nt, speed, rng, chained, depth=1))
             r["fwd v8"].append(work_fwd / rate / forward(nt, speed, rng, [2] * 256))
-            r["fwd v9"].append(work_fwd / rate / forward(nt, speed, rng, [4] * 112 + [1] * 64))
+            r["fwd v9"].append(work_fwd / rate / forward(nt, speed, rng, [4] * 112 + [2] * 32))
         print(f"sigma {sigma:.2f}: " + ", ".join(f"{k} {statistics.mean(v):.3f}" for k, v in r.items()))
 
 

@@ -29,8 +29,8 @@ namespace {
 // Query rows per work item: the most of 256 (bf16, no mask), 128 and 64 that leaves every
 // thread kItemsPerThread items, so each pass over a head's packed K and V serves
 // as many rows as it can (the stream from L3 that grows with the thread count).
-// The last big item per thread is cut into 64-row items, so the threads end
-// within a small item of each other. A row's result does not depend on its item
+// The last big item per thread is cut in halves (128 or 64 rows), so the
+// threads end within a small item of each other. A row's result does not depend on its item
 // (every product and row operation is row by row).
 constexpr int64_t kBlockQBf16 = 256;
 constexpr int64_t kBlockQ = 128;
@@ -109,7 +109,7 @@ struct Forward {
   }
 
   // Items per (sequence, head), last query tiles first (under a causal mask
-  // they are the longest); the last nt big items are cut into 64-row ones.
+  // they are the longest); the last nt big items are cut in halves.
   void plan_items(int nt) {
     const int64_t bh_n = p.batch * p.heads_q;
     int64_t bq = kBlockQSmall;
@@ -130,8 +130,11 @@ struct Forward {
     const size_t split = std::min(items.size(), static_cast<size_t>(nt));
     std::vector<FwdItem> tail(items.end() - static_cast<std::ptrdiff_t>(split), items.end());
     items.resize(items.size() - split);
+    // Halves: a 64-row piece of a 256-row item would cost more per flop than
+    // the finer end gains (bench/cpu/schedule_model.py).
+    const int32_t piece = std::max<int32_t>(1, per / 2);
     for (const FwdItem& it : tail)
-      for (int32_t j = it.n - 1; j >= 0; --j) items.push_back({it.bh, it.t0 + j, 1});
+      for (int32_t j = it.n - piece; j >= 0; j -= piece) items.push_back({it.bh, it.t0 + j, piece});
   }
 
   void product(int64_t M, int64_t N, int64_t K, const PT* A, int64_t lda, const PT* B, int64_t ldb,
