@@ -68,7 +68,11 @@ std::vector<Case> length_cases() {
   for (const Case& c : in_dtypes({Case("key_groups_chains_window").batch(2).seq(300, 1100).heads(4, 4).dims(32, 32)
                                       .win(300, 40),
                                   Case("key_groups_chains_causal").seq(600, 1100).heads(6, 6).dims(32, 32)
-                                      .causal_mask()},
+                                      .causal_mask(),
+                                  // Runs of 2 groups per item: 1 chain (32 pairs), 2 chains (8 pairs).
+                                  Case("key_group_runs_window").batch(4).seq(100, 1100).heads(8, 8).dims(32, 32)
+                                      .win(500, 20),
+                                  Case("key_group_runs_chains").batch(2).seq(64, 4400).heads(4, 4).dims(32, 32)},
                                  {f32, bf16}))
     r.push_back(c);
   return r;

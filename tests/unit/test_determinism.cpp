@@ -16,6 +16,8 @@ std::vector<Case> determinism_cases() {
       Case("det_window_softcap").batch(2).seq(100, 180).heads(2, 2).win(30, 10).cap(5.f).type(DType::f16),
       // 40 key-group items in 2 dQ^T chains on the CPU (backward.cpp).
       Case("det_chunks_groups").batch(2).seq(300, 1100).heads(8, 4).dims(32, 32).win(700, 40),
+      // Items of 2 key groups each, in 2 chains.
+      Case("det_group_runs").batch(2).seq(64, 4400).heads(8, 4).dims(32, 32).win(2000, 100),
       Case("det_chunks_groups_bf16").batch(1).seq(1100, 1100).heads(8, 8).dims(64, 64).causal_mask()
           .type(DType::bf16),
   };

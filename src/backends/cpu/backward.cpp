@@ -8,17 +8,17 @@
 //      per-query statistics (lse, d) are vectors along each row. Then
 //        dV += P^T dO,  dK += dS^T Q   (kept per key tile, stored when it ends),
 //        dQ^T += K^T dS^T              (into the chain's fp32 block).
-//      Key group g adds to dQ^T copy (chain) g % chains, which has one fp32
-//      block per (query head, query tile): in key order, each group after the
-//      chain's previous group that sees the block (a per-block counter). The
-//      previous group of a chain was handed out a full wave earlier, so its
-//      turn has nearly always passed.
+//      An item is a run of consecutive key groups; run r adds to dQ^T copy
+//      (chain) r % chains, which has one fp32 block per (query head, query
+//      tile): in key order, each group after the chain's previous group that
+//      sees the block (a per-block counter). The previous run of a chain was
+//      handed out a full wave earlier, so its turn has nearly always passed.
 //   2. Per query tile: dQ = its chains' blocks summed in order, transposed.
 // Every output element is written by one work item or summed in an order fixed
 // by the shape, so gradients are bitwise reproducible for any thread count
 // (`deterministic` costs nothing). The dQ sums cost 1-4 fp32 copies of dQ (by
-// the shape, never the thread count), and items are as many as key groups (8
-// per thread at B = 1, 4 heads, N = 8192, 16 threads). Items are handed out in
+// the shape, never the thread count), and there are about 128 items when the
+// key groups allow (8 per thread at 16 threads). Items are handed out in
 // order, and an item waits only for earlier ones, so the waits cannot
 // deadlock. B operands are packed once per call (pack.h); the two pipelines
 // (fp32, bf16) are the forward's.
@@ -45,7 +45,12 @@ constexpr int64_t kBlockQ = kPackRows;  // query rows per tile (one packed tile)
 constexpr int64_t kBlockK = kPackRows;  // keys per tile
 constexpr int64_t kLd = 64;             // leading dimension of the score tiles
 static_assert(kBlockQ <= kLd && kBlockK <= kLd);
-// Chains: key group g adds to dQ^T copy g % chains, each copy summed in key
+// Work items wanted: 8 per thread on a 16-core host. An item is a run of
+// consecutive key groups of one (sequence, kv head), as few as give that many
+// (one group at B = 1, 4 heads, N = 8192): within an item a query tile's packs
+// and dQ^T block pass from one group to the next in L2.
+constexpr int64_t kItems = 128;
+// Chains: item (run) r adds to dQ^T copy r % chains, each copy summed in key
 // order, the copies summed in order at the end. An item then waits only for
 // the item chains * (sequence, kv head) pairs before it in hand-out order: at
 // least kChainDistance (a full wave on a 16-core host), so a thread never
@@ -135,7 +140,7 @@ struct Backward {
   std::vector<float> dvec;
   HeadView qv, kv, vv, ov, dov;
   Packed<PT> q_t, do_t, q_n, do_n;  // B operands: Q and dO, transposed and natural
-  int64_t n_kt = 0, n_groups = 1, group = 1, chains = 1;
+  int64_t n_kt = 0, n_groups = 1, group = 1, span = 1, chains = 1;
   // dQ^T, fp32, one block [padded dqk][kLd] per (chain, query head, query tile):
   // contiguous blocks, since a strided [dqk][all queries] layout put every row of
   // a product's C in the same L1 set (strides of 8 KiB and more).
@@ -177,13 +182,15 @@ struct Backward {
     group = group_tiles(padded<PT>(dqk), padded<PT>(dv));
     n_groups = std::max<int64_t>(1, ceil_div(n_kt, group));
     const int64_t pairs = std::max<int64_t>(1, p.batch * hkv);
-    chains = std::clamp<int64_t>(ceil_div(kChainDistance, pairs), 1, std::min(kMaxChains, n_groups));
+    span = ceil_div(n_groups, std::min(n_groups, ceil_div(kItems, pairs)));
+    const int64_t runs = ceil_div(n_groups, span);
+    chains = std::clamp<int64_t>(ceil_div(kChainDistance, pairs), 1, std::min(kMaxChains, runs));
     const int64_t blocks = chains * hq * q_t.tiles;
     dqt_buf.acquire(static_cast<size_t>(blocks * padded<PT>(dqk) * kLd) * sizeof(float));
     turns.reset(new std::atomic<int32_t>[static_cast<size_t>(std::max<int64_t>(1, blocks))]);
     for (int64_t i = 0; i < blocks; ++i) turns[i].store(0, std::memory_order_relaxed);
     const int64_t n_qt = ceil_div(p.seqlen_q, kBlockQ);
-    const int64_t n_items = n_groups * p.batch * hkv;
+    const int64_t n_items = runs * p.batch * hkv;
     std::atomic<int64_t> next_item{0};
 #pragma omp parallel num_threads(nt)
     {
@@ -196,7 +203,7 @@ struct Backward {
       pack_all<Elem>(q_n, p, qv, true, w.row.data());
       pack_all<Elem>(do_n, p, dov, true, w.row.data());
       if (kBf16 && k.thread_begin) k.thread_begin();
-      // Group-major (under a causal mask the first groups are the longest),
+      // Run-major (under a causal mask the first groups are the longest),
       // handed out strictly in order: an item waits only for earlier items,
       // which are running or done, so some item always makes progress.
       for (int64_t t; (t = next_item.fetch_add(1, std::memory_order_relaxed)) < n_items;)
@@ -295,22 +302,32 @@ struct Backward {
   // The last group of g's chain before g that adds to query tile qt's dQ^T
   // (-1: none).
   int32_t prev_group(const SeqLen& sl, const Mask& mask, int64_t g, int64_t qt) const {
-    for (int64_t gp = g - chains; gp >= 0; gp -= chains) {
+    const int64_t c = chain_of(g);
+    for (int64_t gp = g - 1; gp >= 0;) {
+      const int64_t r = gp / span;
+      if (r % chains != c) {  // to the last group of the chain's previous run
+        const int64_t rp = r - ((r - c) % chains + chains) % chains;
+        if (rp < 0) break;
+        gp = rp * span + span - 1;
+        continue;
+      }
       const GroupPlan pl = plan_group(sl, mask, gp);
       if (pl.visits(qt)) return static_cast<int32_t>(gp);
       // The mask is a band: the rows that see a key end no earlier for later
       // keys, so no earlier group reaches qt either.
       if (pl.q_hi <= qt) break;
+      --gp;
     }
     return -1;
   }
+  int64_t chain_of(int64_t g) const { return g / span % chains; }
 
-  // Pass 1: dK, dV of key group g of kv head hk, and its share of dQ for
-  // every query head of the group.
-  void key_item(int64_t b, int64_t hk, int64_t g, BwdScratch<PT>& w) const {
+  // Pass 1: dK, dV of the key groups of run r of kv head hk, and their share
+  // of dQ for every query head of the group.
+  void key_item(int64_t b, int64_t hk, int64_t r, BwdScratch<PT>& w) const {
     const SeqLen sl(p, b);
-    if (g * group * kBlockK >= sl.seqlen_k) return;
-    key_group(sl, b, hk, g, w);
+    for (int64_t g = r * span; g < std::min(n_groups, (r + 1) * span) && g * group * kBlockK < sl.seqlen_k; ++g)
+      key_group(sl, b, hk, g, w);
   }
 
   // Key group g: query tiles outer, key tiles inner, so each query tile's packed
@@ -339,7 +356,7 @@ struct Backward {
         const int64_t r0 = qt * kBlockQ;
         load_row_stats(sl, b, h, r0, std::min(kBlockQ, sl.seqlen_q - r0), w);
         // This chain's block, once the previous item that sees it is done.
-        const int64_t c = g % chains;
+        const int64_t c = chain_of(g);
         std::atomic<int32_t>& tn = turn(c, h, b, qt);
         const int32_t prev = prev_group(sl, mask, g, qt);
         for (int spins = 0; tn.load(std::memory_order_acquire) != prev + 1;) wait_step(spins);
