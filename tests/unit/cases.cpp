@@ -63,6 +63,18 @@ std::vector<Case> length_cases() {
     r.push_back(c);
   r.push_back(Case("len1_1023_window").seq(1, 1023).win(100, 0).type(f32));
   r.push_back(Case("len1023_17_causal").seq(1023, 17).causal_mask().type(f16));
+  // Several key groups per dQ^T chain in the CPU backward (40 items in 2 chains,
+  // 30 in 3), each group adding after the previous one of its chain.
+  for (const Case& c : in_dtypes({Case("key_groups_chains_window").batch(2).seq(300, 1100).heads(4, 4).dims(32, 32)
+                                      .win(300, 40),
+                                  Case("key_groups_chains_causal").seq(600, 1100).heads(6, 6).dims(32, 32)
+                                      .causal_mask(),
+                                  // Runs of 2 groups per item: 1 chain (32 pairs), 2 chains (8 pairs).
+                                  Case("key_group_runs_window").batch(4).seq(100, 1100).heads(8, 8).dims(32, 32)
+                                      .win(500, 20),
+                                  Case("key_group_runs_chains").batch(2).seq(64, 4400).heads(4, 4).dims(32, 32)},
+                                 {f32, bf16}))
+    r.push_back(c);
   return r;
 }
 

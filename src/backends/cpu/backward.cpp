@@ -1,25 +1,33 @@
 // CPU flash backward: five tile products per (query tile, key tile) pair. The
 // probabilities are recomputed from the saved LSE, never stored.
 //   0. d_i = dO_i . O_i for every query row (fp32, O(Sq) per head).
-//   1. Work items are (sequence, kv head, chunk of key tiles). For each key tile
+//   1. Work items are (sequence, kv head, group of key tiles). For each key tile
 //      and each visible query tile of each query head of the group, the tiles are
 //      held transposed (keys x queries): S^T = K Q^T and dP^T = V dO^T, so
 //      P^T and dS^T come out in the layout the next products read, and the
 //      per-query statistics (lse, d) are vectors along each row. Then
 //        dV += P^T dO,  dK += dS^T Q   (kept per key tile, stored when it ends),
-//        dQ^T += K^T dS^T              (into the chunk's fp32 dQ^T buffer).
-//   2. Per query tile: dQ = the sum over chunks of the dQ^T buffers, in chunk
-//      order, transposed and stored.
-// Every output element is written by one work item and sums in a fixed order,
-// so gradients are bitwise reproducible for any thread count (`deterministic`
-// costs nothing). Chunks exist only to give threads work when there are few
-// (sequence, kv head) pairs; each costs one fp32 copy of dQ, so there are just
-// enough for kMinItems work items. Their number depends on the shape alone, never
-// on the thread count, so the sums are the same with any number of threads. B operands are packed
-// once per call (pack.h); the two pipelines (fp32, bf16) are the forward's.
+//        dQ^T += K^T dS^T              (into the chain's fp32 block).
+//      An item is a run of consecutive key groups; run r adds to dQ^T copy
+//      (chain) r % chains, which has one fp32 block per (query head, query
+//      tile): in key order, each group after the chain's previous group that
+//      sees the block (a per-block counter). The previous run of a chain was
+//      handed out a full wave earlier, so its turn has nearly always passed.
+//   2. Per query tile: dQ = its chains' blocks summed in order, transposed.
+// Every output element is written by one work item or summed in an order fixed
+// by the shape, so gradients are bitwise reproducible for any thread count
+// (`deterministic` costs nothing). The dQ sums cost 1-4 fp32 copies of dQ (by
+// the shape, never the thread count), and there are about 128 items when the
+// key groups allow (8 per thread at 16 threads). Items are handed out in
+// order, and an item waits only for earlier ones, so the waits cannot
+// deadlock. B operands are packed once per call (pack.h); the two pipelines
+// (fp32, bf16) are the forward's.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <thread>
 #include <vector>
 
 #include "backends/backend.h"
@@ -37,9 +45,20 @@ constexpr int64_t kBlockQ = kPackRows;  // query rows per tile (one packed tile)
 constexpr int64_t kBlockK = kPackRows;  // keys per tile
 constexpr int64_t kLd = 64;             // leading dimension of the score tiles
 static_assert(kBlockQ <= kLd && kBlockK <= kLd);
-// Work items wanted in pass 1: two per thread on a 16-core host; with chunk-major
-// order under a causal mask, the long first chunks then pair with the short last ones.
-constexpr int64_t kMinItems = 32;
+// Work items wanted: 8 per thread on a 16-core host. An item is a run of
+// consecutive key groups of one (sequence, kv head), as few as give that many
+// (one group at B = 1, 4 heads, N = 8192): within an item a query tile's packs
+// and dQ^T block pass from one group to the next in L2.
+constexpr int64_t kItems = 128;
+// Chains: item (run) r adds to dQ^T copy r % chains, each copy summed in key
+// order, the copies summed in order at the end. An item then waits only for
+// the item chains * (sequence, kv head) pairs before it in hand-out order: at
+// least kChainDistance (a full wave on a 16-core host), so a thread never
+// follows the previous group of its head in lockstep, and one delayed thread
+// (another job on its core) rarely stalls the others. Up to 4 copies of dQ in
+// fp32; a function of the shape alone, never of the thread count.
+constexpr int64_t kChainDistance = 16;
+constexpr int64_t kMaxChains = 4;
 
 // Row index into the per-row vector d (same layout as a contiguous LSE).
 inline int64_t row_slot(const FwdParams& p, const SeqLen& sl, int64_t b, int64_t h, int64_t i) {
@@ -57,7 +76,33 @@ inline int64_t group_tiles(int64_t dqk_p, int64_t dv_p) {
 struct KeyTile {
   int64_t c0, nc, mc, r_begin, r_end;
   bool k_finite;
+  bool sees(int64_t qt) const { return !(qt < r_begin / kBlockQ || qt * kBlockQ >= r_end); }
 };
+
+// The key tiles of one group and the query tiles [q_lo, q_hi) they may see.
+// visits() is the one test of whether the group adds to a query tile's dQ^T:
+// the loop and the ordering of the dQ^T sums both use it.
+struct GroupPlan {
+  KeyTile t[kMaxGroup];
+  int64_t n = 0, q_lo = INT64_MAX, q_hi = 0;
+  bool visits(int64_t qt) const {
+    if (qt < q_lo || qt >= q_hi) return false;
+    for (int64_t i = 0; i < n; ++i)
+      if (t[i].sees(qt)) return true;
+    return false;
+  }
+};
+
+// Spin briefly, then yield (more threads than cores must not starve the item waited for).
+inline void wait_step(int& spins) {
+  if (++spins < 256) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  } else {
+    std::this_thread::yield();
+  }
+}
 
 template <typename PT>
 struct BwdScratch {
@@ -68,8 +113,7 @@ struct BwdScratch {
   std::vector<PT> pa, da;    // P^T and dS^T rounded to bf16, row-major (bf16 only)
   std::vector<PT> db;        // dS^T rounded to bf16 as a B operand (bf16 only)
   std::vector<float> s, dp, tanh, lse, d, row, f;
-  std::vector<float> dqsum;  // one dQ^T block, summed over chunks
-  std::vector<uint8_t> touched;  // per (query head of the group, query tile): dQ^T block zeroed
+  std::vector<float> dqsum;  // one dQ^T block, summed over chains
   int64_t ke, ve, kte, dke, dve;  // elements per key tile
   BwdScratch(int64_t dqk, int64_t dv_, int64_t group)
       : pa(sizeof(PT) == 2 ? kLd * kLd : 0), da(sizeof(PT) == 2 ? kLd * kLd : 0),
@@ -96,11 +140,13 @@ struct Backward {
   std::vector<float> dvec;
   HeadView qv, kv, vv, ov, dov;
   Packed<PT> q_t, do_t, q_n, do_n;  // B operands: Q and dO, transposed and natural
-  int64_t n_kt = 0, chunks = 1, chunk_tiles = 1, group = 1;
-  // dQ^T, fp32, one block [padded dqk][kLd] per (chunk, query head, query tile):
+  int64_t n_kt = 0, n_groups = 1, group = 1, span = 1, chains = 1;
+  // dQ^T, fp32, one block [padded dqk][kLd] per (chain, query head, query tile):
   // contiguous blocks, since a strided [dqk][all queries] layout put every row of
   // a product's C in the same L1 set (strides of 8 KiB and more).
   Workspace dqt_buf;
+  // Per block: 1 + the last key group that added to it (0: none yet).
+  std::unique_ptr<std::atomic<int32_t>[]> turns;
 
   Backward(const BwdParams& params, const Kernels& kern)
       : p(params),
@@ -112,10 +158,15 @@ struct Backward {
         ov{p.out, p.o_batch_stride, p.o_row_stride, p.o_head_stride},
         dov{p.dout, p.do_batch_stride, p.do_row_stride, p.do_head_stride} {}
 
-  // The dQ^T block of query tile qt of sequence b.
-  float* dqt(int64_t chunk, int64_t h, int64_t b, int64_t qt) const {
-    const int64_t tile = (chunk * p.heads_q + h) * q_t.tiles + q_t.tile0[b] + qt;
-    return static_cast<float*>(dqt_buf.data()) + tile * padded<PT>(p.head_dim_qk) * kLd;
+  int64_t block_index(int64_t c, int64_t h, int64_t b, int64_t qt) const {
+    return (c * p.heads_q + h) * q_t.tiles + q_t.tile0[b] + qt;
+  }
+  // The dQ^T block of chain c, query tile qt of head h of sequence b, and its counter.
+  float* dqt(int64_t c, int64_t h, int64_t b, int64_t qt) const {
+    return static_cast<float*>(dqt_buf.data()) + block_index(c, h, b, qt) * padded<PT>(p.head_dim_qk) * kLd;
+  }
+  std::atomic<int32_t>& turn(int64_t c, int64_t h, int64_t b, int64_t qt) const {
+    return turns[block_index(c, h, b, qt)];
   }
 
   void run() {
@@ -128,13 +179,19 @@ struct Backward {
     plan_pack(do_n, p, true, hq, dv, PackKind::natural);
     const int nt = thread_count(p);
     n_kt = ceil_div(p.seqlen_k, kBlockK);
-    const int64_t pairs = std::max<int64_t>(1, p.batch * hkv);
-    chunks = std::clamp<int64_t>(ceil_div(kMinItems, pairs), 1, std::max<int64_t>(1, n_kt));
-    chunk_tiles = ceil_div(std::max<int64_t>(1, n_kt), chunks);
-    chunks = ceil_div(std::max<int64_t>(1, n_kt), chunk_tiles);
-    dqt_buf.acquire(static_cast<size_t>(chunks * hq * q_t.tiles * padded<PT>(dqk) * kLd) * sizeof(float));
     group = group_tiles(padded<PT>(dqk), padded<PT>(dv));
+    n_groups = std::max<int64_t>(1, ceil_div(n_kt, group));
+    const int64_t pairs = std::max<int64_t>(1, p.batch * hkv);
+    span = ceil_div(n_groups, std::min(n_groups, ceil_div(kItems, pairs)));
+    const int64_t runs = ceil_div(n_groups, span);
+    chains = std::clamp<int64_t>(ceil_div(kChainDistance, pairs), 1, std::min(kMaxChains, runs));
+    const int64_t blocks = chains * hq * q_t.tiles;
+    dqt_buf.acquire(static_cast<size_t>(blocks * padded<PT>(dqk) * kLd) * sizeof(float));
+    turns.reset(new std::atomic<int32_t>[static_cast<size_t>(std::max<int64_t>(1, blocks))]);
+    for (int64_t i = 0; i < blocks; ++i) turns[i].store(0, std::memory_order_relaxed);
     const int64_t n_qt = ceil_div(p.seqlen_q, kBlockQ);
+    const int64_t n_items = runs * p.batch * hkv;
+    std::atomic<int64_t> next_item{0};
 #pragma omp parallel num_threads(nt)
     {
       BwdScratch<PT> w(dqk, dv, group);
@@ -146,11 +203,13 @@ struct Backward {
       pack_all<Elem>(q_n, p, qv, true, w.row.data());
       pack_all<Elem>(do_n, p, dov, true, w.row.data());
       if (kBf16 && k.thread_begin) k.thread_begin();
-      // Under a causal mask the first chunks are the longest: chunk-major order.
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t t = 0; t < chunks * p.batch * hkv; ++t)
-        key_chunk(t % p.batch, t / p.batch % hkv, t / p.batch / hkv, w);
+      // Run-major (under a causal mask the first groups are the longest),
+      // handed out strictly in order: an item waits only for earlier items,
+      // which are running or done, so some item always makes progress.
+      for (int64_t t; (t = next_item.fetch_add(1, std::memory_order_relaxed)) < n_items;)
+        key_item(t % p.batch, t / p.batch % hkv, t / p.batch / hkv, w);
       if (kBf16 && k.thread_end) k.thread_end();
+#pragma omp barrier
 #pragma omp for schedule(dynamic, 1)
       for (int64_t t = 0; t < p.batch * hq * n_qt; ++t)
         store_dq(t / n_qt / hq, t / n_qt % hq, t % n_qt, w);
@@ -221,77 +280,98 @@ struct Backward {
     return finite;
   }
 
-  // Pass 1: dK, dV of the key tiles of one chunk of kv head hk, and the chunk's
-  // share of dQ for every query head of the group, kGroup key tiles at a time.
-  void key_chunk(int64_t b, int64_t hk, int64_t chunk, BwdScratch<PT>& w) const {
-    const SeqLen sl(p, b);
-    const int64_t n_qt_b = q_t.tile0[b + 1] - q_t.tile0[b], gs = p.group_size();
-    w.touched.assign(static_cast<size_t>(gs * n_qt_b), 0);
-    const int64_t kt_end = std::min(n_kt, (chunk + 1) * chunk_tiles);
-    for (int64_t kt = chunk * chunk_tiles; kt < kt_end; kt += group)
-      key_group(sl, b, hk, chunk, kt, std::min(group, kt_end - kt), w);
-    // Blocks no key of the chunk sees still enter the sum of store_dq.
-    const int64_t block = padded<PT>(p.head_dim_qk) * kLd;
-    for (int64_t i = 0; i < gs * n_qt_b; ++i)
-      if (!w.touched[i]) {
-        float* x = dqt(chunk, hk * gs + i / n_qt_b, b, i % n_qt_b);
-        std::fill(x, x + block, 0.f);
-      }
-  }
-
-  // Key tiles [kt0, kt0 + ng): query tiles outer, key tiles inner, so each query
-  // tile's packed operands and dQ^T block are read once per group, not once per
-  // key tile (the traffic that kept 16 threads from scaling), while the group's
-  // K, V and dK, dV stay in L2. Every sum keeps the order of one key tile at a
-  // time (dQ^T by key tile, dK/dV by head, then query tile): same bits.
-  void key_group(const SeqLen& sl, int64_t b, int64_t hk, int64_t chunk, int64_t kt0, int64_t ng,
-                 BwdScratch<PT>& w) const {
-    const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v;
-    const int64_t dqk_p = padded<PT>(dqk), dv_p = padded<PT>(dv);
-    const Mask mask(sl.seqlen_q, sl.seqlen_k, p.window_left, p.window_right);
-    KeyTile kts[kMaxGroup];
-    int64_t n = 0, q_lo = INT64_MAX, q_hi = 0;
-    for (; n < ng && (kt0 + n) * kBlockK < sl.seqlen_k; ++n) {
-      KeyTile& t = kts[n];
-      t.c0 = (kt0 + n) * kBlockK;
+  // The key tiles of group g of sequence sl (none past its end).
+  GroupPlan plan_group(const SeqLen& sl, const Mask& mask, int64_t g) const {
+    GroupPlan pl;
+    for (int64_t kt = g * group; pl.n < group && kt * kBlockK < sl.seqlen_k; ++kt) {
+      KeyTile& t = pl.t[pl.n++];
+      t.c0 = kt * kBlockK;
       t.nc = std::min(kBlockK, sl.seqlen_k - t.c0);
       t.mc = padded<PT>(t.nc);
       t.r_begin = mask.row_begin(t.c0);
       t.r_end = mask.row_end(t.c0 + t.nc - 1);
-      std::fill(w.dk_at(n), w.dk_at(n) + t.mc * dqk_p, 0.f);
-      std::fill(w.dv_at(n), w.dv_at(n) + t.mc * dv_p, 0.f);
-      load_a_tile<Elem>(kv, sl, false, b, hk, t.c0, t.nc, t.mc, dqk, dqk_p, w.k_at(n), w.row.data());
-      load_a_tile<Elem>(vv, sl, false, b, hk, t.c0, t.nc, t.mc, dv, dv_p, w.v_at(n), w.row.data());
-      t.k_finite = load_kt(sl, b, hk, t.c0, t.nc, w.kt_at(n), w);
+      t.k_finite = true;
       if (t.r_begin < t.r_end) {
-        q_lo = std::min(q_lo, t.r_begin / kBlockQ);
-        q_hi = std::max(q_hi, ceil_div(t.r_end, kBlockQ));
+        pl.q_lo = std::min(pl.q_lo, t.r_begin / kBlockQ);
+        pl.q_hi = std::max(pl.q_hi, ceil_div(t.r_end, kBlockQ));
       }
     }
-    const int64_t n_qt_b = q_t.tile0[b + 1] - q_t.tile0[b];
+    return pl;
+  }
+
+  // The last group of g's chain before g that adds to query tile qt's dQ^T
+  // (-1: none).
+  int32_t prev_group(const SeqLen& sl, const Mask& mask, int64_t g, int64_t qt) const {
+    const int64_t c = chain_of(g);
+    for (int64_t gp = g - 1; gp >= 0;) {
+      const int64_t r = gp / span;
+      if (r % chains != c) {  // to the last group of the chain's previous run
+        const int64_t rp = r - ((r - c) % chains + chains) % chains;
+        if (rp < 0) break;
+        gp = rp * span + span - 1;
+        continue;
+      }
+      const GroupPlan pl = plan_group(sl, mask, gp);
+      if (pl.visits(qt)) return static_cast<int32_t>(gp);
+      // The mask is a band: the rows that see a key end no earlier for later
+      // keys, so no earlier group reaches qt either.
+      if (pl.q_hi <= qt) break;
+      --gp;
+    }
+    return -1;
+  }
+  int64_t chain_of(int64_t g) const { return g / span % chains; }
+
+  // Pass 1: dK, dV of the key groups of run r of kv head hk, and their share
+  // of dQ for every query head of the group.
+  void key_item(int64_t b, int64_t hk, int64_t r, BwdScratch<PT>& w) const {
+    const SeqLen sl(p, b);
+    for (int64_t g = r * span; g < std::min(n_groups, (r + 1) * span) && g * group * kBlockK < sl.seqlen_k; ++g)
+      key_group(sl, b, hk, g, w);
+  }
+
+  // Key group g: query tiles outer, key tiles inner, so each query tile's packed
+  // operands are read once per group, not once per key tile (the traffic that
+  // kept 16 threads from scaling), while the group's K, V and dK, dV stay in L2.
+  // dK/dV sum by head, then query tile, then key tile order; dQ^T by key tile
+  // within its chain: the bits do not depend on the threads.
+  void key_group(const SeqLen& sl, int64_t b, int64_t hk, int64_t g, BwdScratch<PT>& w) const {
+    const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v;
+    const int64_t dqk_p = padded<PT>(dqk), dv_p = padded<PT>(dv);
+    const Mask mask(sl.seqlen_q, sl.seqlen_k, p.window_left, p.window_right);
+    GroupPlan pl = plan_group(sl, mask, g);
+    const int64_t n = pl.n;
+    for (int64_t i = 0; i < n; ++i) {
+      KeyTile& t = pl.t[i];
+      std::fill(w.dk_at(i), w.dk_at(i) + t.mc * dqk_p, 0.f);
+      std::fill(w.dv_at(i), w.dv_at(i) + t.mc * dv_p, 0.f);
+      load_a_tile<Elem>(kv, sl, false, b, hk, t.c0, t.nc, t.mc, dqk, dqk_p, w.k_at(i), w.row.data());
+      load_a_tile<Elem>(vv, sl, false, b, hk, t.c0, t.nc, t.mc, dv, dv_p, w.v_at(i), w.row.data());
+      t.k_finite = load_kt(sl, b, hk, t.c0, t.nc, w.kt_at(i), w);
+    }
     for (int64_t h = hk * p.group_size(); h < (hk + 1) * p.group_size(); ++h) {
       const ScoreContext ctx(p, sl, b, h, rng);
-      for (int64_t qt = q_lo; qt < q_hi; ++qt) {
+      for (int64_t qt = pl.q_lo; qt < pl.q_hi; ++qt) {
+        if (!pl.visits(qt)) continue;
         const int64_t r0 = qt * kBlockQ;
         load_row_stats(sl, b, h, r0, std::min(kBlockQ, sl.seqlen_q - r0), w);
-        uint8_t& touched = w.touched[(h - hk * p.group_size()) * n_qt_b + qt];
-        for (int64_t i = 0; i < n; ++i) {
-          const KeyTile& t = kts[i];
-          if (qt < t.r_begin / kBlockQ || r0 >= t.r_end) continue;
-          float* dq_cols = dqt(chunk, h, b, qt);
-          if (!touched) {
-            std::fill(dq_cols, dq_cols + dqk_p * kLd, 0.f);
-            touched = 1;
-          }
-          key_pair(ctx, sl, b, h, hk, qt, t, i, dq_cols, w);
-        }
+        // This chain's block, once the previous item that sees it is done.
+        const int64_t c = chain_of(g);
+        std::atomic<int32_t>& tn = turn(c, h, b, qt);
+        const int32_t prev = prev_group(sl, mask, g, qt);
+        for (int spins = 0; tn.load(std::memory_order_acquire) != prev + 1;) wait_step(spins);
+        float* dq_cols = dqt(c, h, b, qt);
+        if (prev < 0) std::fill(dq_cols, dq_cols + dqk_p * kLd, 0.f);
+        for (int64_t i = 0; i < n; ++i)
+          if (pl.t[i].sees(qt)) key_pair(ctx, sl, b, h, hk, qt, pl.t[i], i, dq_cols, w);
+        tn.store(static_cast<int32_t>(g) + 1, std::memory_order_release);
       }
     }
     for (int64_t i = 0; i < n; ++i) {
       store_tile<Elem>(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, sl, false, b, hk,
-                       kts[i].c0, kts[i].nc, dqk, w.dk_at(i), dqk_p);
+                       pl.t[i].c0, pl.t[i].nc, dqk, w.dk_at(i), dqk_p);
       store_tile<Elem>(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, sl, false, b, hk,
-                       kts[i].c0, kts[i].nc, dv, w.dv_at(i), dv_p);
+                       pl.t[i].c0, pl.t[i].nc, dv, w.dv_at(i), dv_p);
     }
   }
 
@@ -337,7 +417,7 @@ struct Backward {
             q_n.ld(b), dk, dqk_p, true);
     if (!q_n.tile_finite(b, h, qt))
       add_nonfinite<Elem>(qv, sl, true, b, h, r0, nr, dqk, dpt, kLd, nc, dk, dqk_p, w.row.data());
-    // dQ^T += K^T dS^T, into this chunk's block of this query tile.
+    // dQ^T += K^T dS^T, into this chain's block of this query tile.
     if constexpr (kBf16) {
       // The padded columns belong to rows this key tile may not see: zero.
       if (nr < nr_p)
@@ -366,24 +446,33 @@ struct Backward {
     }
   }
 
-  // Pass 2: dQ of query rows [r0, r0+nr) of head h: the chunks' dQ^T summed in
-  // chunk order, transposed.
+  // Pass 2: dQ of query rows [r0, r0+nr) of head h: its dQ^T block (0 where no
+  // key is seen), transposed.
   void store_dq(int64_t b, int64_t h, int64_t qt, BwdScratch<PT>& w) const {
     const SeqLen sl(p, b);
     const int64_t r0 = qt * kBlockQ;
     if (r0 >= sl.seqlen_q) return;
     const int64_t nr = std::min(kBlockQ, sl.seqlen_q - r0), dqk = p.head_dim_qk;
-    // Summed in the blocks' own layout (contiguous, vectorises), then transposed.
+    // The chains summed in order in the blocks' own layout (contiguous,
+    // vectorises), then transposed.
+    float* out = w.f.data();  // [nr][dqk]
     float* acc = w.dqsum.data();
     const int64_t block = dqk * kLd;
-    std::copy(dqt(0, h, b, qt), dqt(0, h, b, qt) + block, acc);
-    for (int64_t ch = 1; ch < chunks; ++ch) {
-      const float* x = dqt(ch, h, b, qt);
-      for (int64_t e = 0; e < block; ++e) acc[e] += x[e];
+    bool any = false;
+    for (int64_t c = 0; c < chains; ++c) {
+      if (turn(c, h, b, qt).load(std::memory_order_relaxed) == 0) continue;
+      const float* x = dqt(c, h, b, qt);
+      if (!any) std::copy(x, x + block, acc);
+      else
+        for (int64_t e = 0; e < block; ++e) acc[e] += x[e];
+      any = true;
     }
-    float* out = w.f.data();  // [nr][dqk]
-    for (int64_t r = 0; r < nr; ++r)
-      for (int64_t c = 0; c < dqk; ++c) out[r * dqk + c] = acc[c * kLd + r];
+    if (!any) {
+      std::fill(out, out + nr * dqk, 0.f);
+    } else {
+      for (int64_t r = 0; r < nr; ++r)
+        for (int64_t c = 0; c < dqk; ++c) out[r * dqk + c] = acc[c * kLd + r];
+    }
     store_tile<Elem>(p.dq, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride, sl, true, b, h, r0,
                      nr, dqk, out, dqk);
   }

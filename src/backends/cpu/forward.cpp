@@ -26,13 +26,26 @@ namespace flashattn::detail {
 namespace cpu {
 namespace {
 
-// Query rows per work item: 128 where that leaves every thread enough items, so
-// each pass over a head's packed K and V serves twice the rows (the stream from
-// L3 that grows with the thread count); 64 otherwise. A row's result does not
-// depend on it (every product and row operation is row by row).
+// Query rows per work item: the most of 256 (bf16, no mask), 128 and 64 that leaves every
+// thread kItemsPerThread items, so each pass over a head's packed K and V serves
+// as many rows as it can (the stream from L3 that grows with the thread count).
+// The last big item per thread is cut in halves (128 or 64 rows), so the
+// threads end within a small item of each other. A row's result does not depend on its item
+// (every product and row operation is row by row).
+constexpr int64_t kBlockQBf16 = 256;
 constexpr int64_t kBlockQ = 128;
 constexpr int64_t kBlockQSmall = 64;
 constexpr int64_t kItemsPerThread = 8;
+template <typename PT>
+constexpr int64_t max_block_q() {
+  return sizeof(PT) == 2 ? kBlockQBf16 : kBlockQ;
+}
+
+// One work item: rows [t0 * 64, (t0 + n) * 64) of (sequence, head) bh.
+struct FwdItem {
+  int64_t bh;
+  int32_t t0, n;
+};
 // Keys per inner step: two packed tiles, so the per-row work of a step (max,
 // rescale of O, call overheads) is spread over 128 keys.
 constexpr int64_t kBlockK = 2 * kPackRows;
@@ -49,9 +62,10 @@ template <typename PT>
 struct FwdScratch {
   std::vector<PT> q, p;  // the query tile (A of S), the probabilities (A of P V; bf16 only)
   std::vector<float> s, o, m, l, m_new, alpha, row;
+  static constexpr int64_t kRows = max_block_q<PT>();
   FwdScratch(int64_t dqk, int64_t dv)
-      : q(kBlockQ * padded<PT>(dqk)), p(sizeof(PT) == 2 ? kBlockQ * kBlockKNarrow : 0),
-        s(kBlockQ * kBlockKNarrow), o(kBlockQ * padded<PT>(dv)), m(kBlockQ), l(kBlockQ), m_new(kBlockQ), alpha(kBlockQ),
+      : q(kRows * padded<PT>(dqk)), p(sizeof(PT) == 2 ? kRows * kBlockKNarrow : 0),
+        s(kRows * kBlockKNarrow), o(kRows * padded<PT>(dv)), m(kRows), l(kRows), m_new(kRows), alpha(kRows),
         row(std::max(dqk, dv)) {}
 };
 
@@ -63,7 +77,7 @@ struct Forward {
   DropoutRng rng;
   HeadView qv, kv, vv;
   Packed<PT> kt, vn;  // K transposed (B of S = Q K^T), V natural (B of P V)
-  int64_t block_q = kBlockQ;
+  std::vector<FwdItem> items;
 
   Forward(const FwdParams& params, const Kernels& kern)
       : p(params),
@@ -77,23 +91,50 @@ struct Forward {
     plan_pack(kt, p, false, p.heads_kv, p.head_dim_qk, PackKind::transposed);
     plan_pack(vn, p, false, p.heads_kv, p.head_dim_v, PackKind::natural);
     const int nt = thread_count(p);
-    block_q = p.batch * p.heads_q * ceil_div(p.seqlen_q, kBlockQ) >= kItemsPerThread * nt ? kBlockQ : kBlockQSmall;
-    const int64_t n_qt = ceil_div(p.seqlen_q, block_q);
-    const int64_t work = p.batch * p.heads_q * n_qt;
+    plan_items(nt);
+    const int64_t work = static_cast<int64_t>(items.size());
 #pragma omp parallel num_threads(nt)
     {
       FwdScratch<PT> w(p.head_dim_qk, p.head_dim_v);
       pack_all<Elem>(kt, p, kv, false, w.row.data());
       pack_all<Elem>(vn, p, vv, false, w.row.data());
       if (kBf16 && k.thread_begin) k.thread_begin();
-      // Last query tiles first: under a causal mask they are the longest.
 #pragma omp for schedule(dynamic, 1)
       for (int64_t i = 0; i < work; ++i) {
-        const int64_t qt = n_qt - 1 - i % n_qt, bh = i / n_qt;
-        tile(bh / p.heads_q, bh % p.heads_q, qt, w);
+        const FwdItem& it = items[i];
+        tile(it.bh / p.heads_q, it.bh % p.heads_q, it.t0 * kBlockQSmall, it.n * kBlockQSmall, w);
       }
       if (kBf16 && k.thread_end) k.thread_end();
     }
+  }
+
+  // Items per (sequence, head), last query tiles first (under a causal mask
+  // they are the longest); the last nt big items are cut in halves.
+  void plan_items(int nt) {
+    const int64_t bh_n = p.batch * p.heads_q;
+    int64_t bq = kBlockQSmall;
+    // 256 rows only without a mask: a diagonal tile's masked half grows with it.
+    const bool banded = p.window_left >= 0 || p.window_right >= 0;
+    for (const int64_t c : {max_block_q<PT>(), kBlockQ})
+      if ((c == kBlockQ || !banded) && bh_n * ceil_div(p.seqlen_q, c) >= kItemsPerThread * nt) {
+        bq = c;
+        break;
+      }
+    const int32_t per = static_cast<int32_t>(bq / kBlockQSmall);
+    const int64_t n_qt = ceil_div(p.seqlen_q, bq);
+    items.clear();
+    items.reserve(static_cast<size_t>(bh_n * n_qt + nt * per));
+    for (int64_t bh = 0; bh < bh_n; ++bh)
+      for (int64_t j = n_qt - 1; j >= 0; --j) items.push_back({bh, static_cast<int32_t>(j * per), per});
+    if (per == 1) return;
+    const size_t split = std::min(items.size(), static_cast<size_t>(nt));
+    std::vector<FwdItem> tail(items.end() - static_cast<std::ptrdiff_t>(split), items.end());
+    items.resize(items.size() - split);
+    // Halves: a 64-row piece of a 256-row item would cost more per flop than
+    // the finer end gains (bench/cpu/schedule_model.py).
+    const int32_t piece = std::max<int32_t>(1, per / 2);
+    for (const FwdItem& it : tail)
+      for (int32_t j = it.n - piece; j >= 0; j -= piece) items.push_back({it.bh, it.t0 + j, piece});
   }
 
   void product(int64_t M, int64_t N, int64_t K, const PT* A, int64_t lda, const PT* B, int64_t ldb,
@@ -102,9 +143,8 @@ struct Forward {
     else k.gemm_f32(M, N, K, A, lda, B, ldb, C, ldc, acc);
   }
 
-  void tile(int64_t b, int64_t h, int64_t qt, FwdScratch<PT>& w) const {
+  void tile(int64_t b, int64_t h, int64_t r0, int64_t block_q, FwdScratch<PT>& w) const {
     const SeqLen sl(p, b);
-    const int64_t r0 = qt * block_q;
     if (r0 >= sl.seqlen_q) return;
     const int64_t nr = std::min(block_q, sl.seqlen_q - r0), mr = padded<PT>(nr);
     const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v, hk = h / p.group_size();
