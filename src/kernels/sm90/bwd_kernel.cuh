@@ -47,6 +47,55 @@ __device__ __forceinline__ uint32_t opaque(uint32_t x) {
   return x;
 }
 
+// The query rows that see each of this thread's two keys, [lo, hi) from the
+// mask, empty for keys past the sequence: a row sees key j iff it lies in
+// row_begin(j)..row_end(j), the same test as col_begin(i) <= j < col_end(i),
+// with two ranges per thread instead of two per query column.
+struct KeyRows {
+  int lo[2], hi[2];
+  template <typename Coord>
+  __device__ __forceinline__ KeyRows(const Coord& coord, const detail::Mask& mask, int c0, int seqlen_k) {
+    CUTE_UNROLL
+    for (int mi = 0; mi < 2; ++mi) {
+      const int j = c0 + get<0>(coord(mi, 0));
+      lo[mi] = j < seqlen_k ? int(mask.row_begin(j)) : 0;
+      hi[mi] = j < seqlen_k ? int(mask.row_end(j)) : 0;
+    }
+  }
+  // S^T -> P^T in place (x and coord: this thread's (key, query row) view):
+  // exp2 against the rows' LSE in log2 units, masked when the tile is not
+  // whole. Query columns are taken relative to the thread's first one
+  // (constants once unrolled) against the key rows' ranges shifted to match.
+  template <typename X, typename Coord>
+  __device__ __forceinline__ void probs(X& x, const Coord& coord, const float* lse_log2, bool need_mask, int m0,
+                                        float scale_log2) const {
+    const int q0 = get<1>(coord(0, 0));
+    if (need_mask) {
+      int l[2], h[2];
+      CUTE_UNROLL
+      for (int mi = 0; mi < 2; ++mi) {
+        l[mi] = lo[mi] - m0 - q0;
+        h[mi] = hi[mi] - m0 - q0;
+      }
+      CUTE_UNROLL
+      for (int ni = 0; ni < size<1>(x); ++ni) {
+        const int il = get<1>(coord(0, ni)), q = il - q0;
+        const float lse2 = lse_log2[il];
+        CUTE_UNROLL
+        for (int mi = 0; mi < 2; ++mi)
+          x(mi, ni) = q >= l[mi] && q < h[mi] ? exp2f(fmaf(x(mi, ni), scale_log2, -lse2)) : 0.f;
+      }
+    } else {
+      CUTE_UNROLL
+      for (int ni = 0; ni < size<1>(x); ++ni) {
+        const float lse2 = lse_log2[get<1>(coord(0, ni))];
+        CUTE_UNROLL
+        for (int mi = 0; mi < 2; ++mi) x(mi, ni) = exp2f(fmaf(x(mi, ni), scale_log2, -lse2));
+      }
+    }
+  }
+};
+
 template <typename Traits>
 struct BwdArgs {
   BwdKernelParams p;
@@ -210,13 +259,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     Tensor tdSoff = thr_sdp.partition_C(
         make_tensor(counting_iterator<int>{0}, typename Traits::SmemLayoutdSt{}.layout_b()));
     static_assert(decltype(size<0>(coord))::value == 2, "two key rows per thread");
-    int key_row_lo[2], key_row_hi[2];
-    CUTE_UNROLL
-    for (int mi = 0; mi < 2; ++mi) {
-      const int j = c0 + get<0>(coord(mi, 0));
-      key_row_lo[mi] = j < seqlen_k ? int(mask.row_begin(j)) : 0;
-      key_row_hi[mi] = j < seqlen_k ? int(mask.row_end(j)) : 0;
-    }
+    const KeyRows key_rows(coord, mask, c0, seqlen_k);
     // dQ: the group's (kBlockM, 128) fp32 half, staged in this step's dO stage
     // (group 0) or Q stage (group 1) and reduce-added from there.
     Tensor tdQoff = thr_dq.partition_C(
@@ -253,33 +296,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       warpgroup_fence_operand(acc);
       Tensor x = make_tensor(acc.data(), acc_rowcol(acc.layout()));
       Tensor rA = make_tensor<Element>(acc.layout());  // P^T or dS^T in 16 bits: dV's / dK's A
-      const int q0 = get<1>(coord(0, 0));
       if (g0) {
         // P^T, masked as by keys (the rows that see each of the thread's two keys).
         const bool need_mask = !mask.tile_full(m0, min(m0 + kBlockM, seqlen_q), k0, k0 + kBlockN);
-        if (need_mask) {
-          int lo[2], hi[2];
-          CUTE_UNROLL
-          for (int mi = 0; mi < 2; ++mi) {
-            lo[mi] = key_row_lo[mi] - m0 - q0;
-            hi[mi] = key_row_hi[mi] - m0 - q0;
-          }
-          CUTE_UNROLL
-          for (int ni = 0; ni < size<1>(x); ++ni) {
-            const int il = get<1>(coord(0, ni)), q = il - q0;
-            const float lse2 = smem.lse_log2[s][il];
-            CUTE_UNROLL
-            for (int mi = 0; mi < 2; ++mi)
-              x(mi, ni) = q >= lo[mi] && q < hi[mi] ? exp2f(fmaf(x(mi, ni), p.scale_log2, -lse2)) : 0.f;
-          }
-        } else {
-          CUTE_UNROLL
-          for (int ni = 0; ni < size<1>(x); ++ni) {
-            const float lse2 = smem.lse_log2[s][get<1>(coord(0, ni))];
-            CUTE_UNROLL
-            for (int mi = 0; mi < 2; ++mi) x(mi, ni) = exp2f(fmaf(x(mi, ni), p.scale_log2, -lse2));
-          }
-        }
+        key_rows.probs(x, coord, smem.lse_log2[s], need_mask, m0, p.scale_log2);
         Barrier::arrive(&smem.rows_empty[s]);  // this thread's LSE reads of the stage are done
         CUTE_UNROLL
         for (int c = 0; c < kChunks; ++c)
@@ -415,20 +435,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     Tensor coord = make_tensor(tScS.data(), acc_rowcol(tScS.layout()));
     // dS^T's partition as element offsets of the unswizzled layout (.., .., ..,
     // buffer), for the 32-bit stores; and the query rows that see each of this
-    // thread's two keys, [key_row_lo, key_row_hi) from the mask, empty for keys
-    // past the sequence. A row sees key j iff it lies in row_begin(j)..row_end(j),
-    // the same test as col_begin(i) <= j < col_end(i), with two ranges per thread
-    // instead of two per query column.
+    // thread's two keys (KeyRows).
     Tensor tdSoff = thr_sdp.partition_C(
         make_tensor(counting_iterator<int>{0}, typename Traits::SmemLayoutdSt{}.layout_b()));
     static_assert(decltype(size<0>(coord))::value == 2, "two key rows per thread");
-    int key_row_lo[2], key_row_hi[2];
-    CUTE_UNROLL
-    for (int mi = 0; mi < 2; ++mi) {
-      const int j = c0 + get<0>(coord(mi, 0));
-      key_row_lo[mi] = j < seqlen_k ? int(mask.row_begin(j)) : 0;
-      key_row_hi[mi] = j < seqlen_k ? int(mask.row_end(j)) : 0;
-    }
+    const KeyRows key_rows(coord, mask, c0, seqlen_k);
 
     // fp32 dQ staging of this group and its TMA reduce-add into the accumulator.
     // The dQ product writes through SmemLayoutdQMma: split by columns it spans both
@@ -491,32 +502,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       Tensor dp = make_tensor(acc_dp.data(), acc_rowcol(acc_dp.layout()));
       warpgroup_wait<1>();
       warpgroup_fence_operand(acc_s);
-      // Query columns relative to this thread's first one (constants once
-      // unrolled) against the keys' row ranges shifted to match.
-      const int q0 = get<1>(coord(0, 0));
-      if (need_mask) {
-        int lo[2], hi[2];
-        CUTE_UNROLL
-        for (int mi = 0; mi < 2; ++mi) {
-          lo[mi] = key_row_lo[mi] - m0 - q0;
-          hi[mi] = key_row_hi[mi] - m0 - q0;
-        }
-        CUTE_UNROLL
-        for (int ni = 0; ni < size<1>(sc); ++ni) {
-          const int il = get<1>(coord(0, ni)), q = il - q0;
-          const float lse2 = smem.lse_log2[s][il];
-          CUTE_UNROLL
-          for (int mi = 0; mi < 2; ++mi)
-            sc(mi, ni) = q >= lo[mi] && q < hi[mi] ? exp2f(fmaf(sc(mi, ni), p.scale_log2, -lse2)) : 0.f;
-        }
-      } else {
-        CUTE_UNROLL
-        for (int ni = 0; ni < size<1>(sc); ++ni) {
-          const float lse2 = smem.lse_log2[s][get<1>(coord(0, ni))];
-          CUTE_UNROLL
-          for (int mi = 0; mi < 2; ++mi) sc(mi, ni) = exp2f(fmaf(sc(mi, ni), p.scale_log2, -lse2));
-        }
-      }
+      key_rows.probs(sc, coord, smem.lse_log2[s], need_mask, m0, p.scale_log2);
       // dV's place (Traits::kDsFirst): issued here it runs under dS's formation;
       // with dS first (the fp32 P is then dead) it runs under dS^T's conversion,
       // stores and barrier only.
