@@ -12,6 +12,10 @@ mkdir -p "$out"
 threads=${THREADS:-16}
 (( threads > $(nproc) )) && threads=$(nproc)
 "$bin/flashattn" info 2>&1 | grep -i "cpu features"
+# The tile products alone, operands in cache (bench/cpu/tile_scaling.cpp): the
+# hardware's share of the thread scaling (AMX per core when every core runs it).
+[ -x "$bin/flashattn_tile_scaling" ] && "$bin/flashattn_tile_scaling" --threads "1,2,4,8,$threads" \
+  | tee "$out/tile_scaling.log"
 "$bin/flashattn" bench --backend cpu --dtype f32 --hdim 128 --seqlens 4096 --batch-tokens 8192 \
   --model-dim 512 --both-masks --mode fwd --threads "$threads" --json "$out/cpu_bench_n4096.json" 2>&1 | tail -6
 "$bin/flashattn" bench --backend cpu --dtype f32 --hdim 128 --seqlens 4096 --batch-tokens 8192 \

@@ -1,0 +1,125 @@
+// How the CPU backend's tile products scale with threads on their own, with
+// operands in each thread's cache: the hardware's share of the backend's
+// thread scaling (docs/cpu_notes.md v9: the bf16 paths reach 9-10.5x at 16
+// threads while fp32 reaches 13-15x; is that AMX per core slowing down when
+// every core runs it, or the kernels' memory traffic?).
+//
+// Each thread repeats one attention-shaped product, C[64][64] = A[64][D] B[D][64]
+// (S = Q K^T of a 64-row query tile against 64 keys), on its own buffers for
+// --seconds, first on one thread, then on every thread count asked for; printed:
+// GFLOP/s in all and the speed-up over one thread, per level (fp32 on the
+// AVX-512 table, bf16 on AMX and on AVX512-BF16 where present).
+//
+//   flashattn_tile_scaling [--threads 1,2,4,8,16] [--hdim 128] [--seconds 1]
+#include <omp.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/kernels/isa.h"
+#include "backends/cpu/kernels/kernels.h"
+
+namespace {
+
+namespace cpu = flashattn::detail::cpu;
+
+std::vector<int> parse_list(const char* s) {
+  std::vector<int> v;
+  for (const char* p = s; *p;) {
+    v.push_back(std::atoi(p));
+    while (*p && *p != ',') ++p;
+    if (*p == ',') ++p;
+  }
+  return v;
+}
+
+// Products per second of all threads together, each on its own operands.
+double run(const cpu::Kernels& k, bool bf16, int threads, int64_t d, double seconds) {
+  constexpr int64_t M = 64, N = 64;
+  std::vector<double> per_thread(static_cast<size_t>(threads), 0.0);
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num();
+    std::vector<float> a(static_cast<size_t>(M * d), 0.5f), b(static_cast<size_t>(d * N), 0.25f),
+        c(static_cast<size_t>(M * N));
+    // bf16 operands: ones of 0x3f00 (0.5) are as good as any for timing; B in
+    // the VNNI panels the product reads (16 columns per panel).
+    std::vector<uint16_t> a16(static_cast<size_t>(M * d), 0x3f00), b16(static_cast<size_t>(d * N), 0x3e80);
+    if (bf16 && k.thread_begin) k.thread_begin();
+    auto once = [&] {
+      if (bf16)
+        k.gemm_bf16(M, N, d, a16.data(), d, b16.data(), d * 16, c.data(), N, false);
+      else
+        k.gemm_f32(M, N, d, a.data(), d, b.data(), N, c.data(), N, false);
+    };
+    for (int i = 0; i < 200; ++i) once();  // warm caches and clocks
+#pragma omp barrier
+    const auto t0 = std::chrono::steady_clock::now();
+    int64_t n = 0;
+    double elapsed = 0;
+    do {
+      for (int i = 0; i < 100; ++i) once();
+      n += 100;
+      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } while (elapsed < seconds);
+    per_thread[static_cast<size_t>(t)] = static_cast<double>(n) / elapsed;
+    if (bf16 && k.thread_end) k.thread_end();
+  }
+  double sum = 0;
+  for (double x : per_thread) sum += x;
+  return sum;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int> threads = {1, 2, 4, 8, 16};
+  int64_t d = 128;
+  double seconds = 1.0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--threads")) threads = parse_list(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--hdim")) d = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--seconds")) seconds = std::atof(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "unknown argument %s (see the header of bench/cpu/tile_scaling.cpp)\n", argv[i]);
+      return 2;
+    }
+  }
+  if (d <= 0 || d % cpu::kBf16Block != 0) {
+    std::fprintf(stderr, "--hdim must be a positive multiple of %lld\n", static_cast<long long>(cpu::kBf16Block));
+    return 2;
+  }
+  struct Case {
+    const char* name;
+    cpu::Isa isa;
+    bool bf16;
+  };
+  const Case cases[] = {{"fp32 avx512", cpu::Isa::avx512, false},
+                        {"bf16 avx512_bf16", cpu::Isa::avx512_bf16, true},
+                        {"bf16 amx", cpu::Isa::amx, true}};
+  const double flops = 2.0 * 64 * 64 * static_cast<double>(d);
+  std::printf("product 64 x 64 x %lld per call, %.1f s per point; GFLOP/s (speed-up over 1 thread)\n",
+              static_cast<long long>(d), seconds);
+  for (const Case& c : cases) {
+    if (static_cast<int>(c.isa) > static_cast<int>(cpu::supported_isa())) {
+      std::printf("%-17s not on this CPU\n", c.name);
+      continue;
+    }
+    const cpu::Kernels& k = cpu::kernels(c.isa);
+    if (c.bf16 && !k.gemm_bf16) continue;
+    const double one = run(k, c.bf16, 1, d, seconds) * flops;
+    std::printf("%-17s", c.name);
+    for (int t : threads) {
+      const double g = t == 1 ? one : run(k, c.bf16, t, d, seconds) * flops;
+      std::printf("  %dT %8.1f (%5.2fx)", t, g / 1e9, g / one);
+      std::fflush(stdout);
+    }
+    std::printf("\n");
+  }
+  return 0;
+}
