@@ -303,8 +303,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
     if (tile.has_work()) {
       // Software pipeline inside a group: S of key tile i is issued together with
-      // P V of key tile i-1, and the softmax of tile i runs while that P V is on
-      // the tensor cores.
+      // P V of key tile i-1, and the softmax of tile i is meant to run while that
+      // P V is on the tensor cores (in the SASS it does only with kLateP).
       if (owes_pass) {
         pass_turn();
         owes_pass = false;
@@ -320,7 +320,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       Barrier::arrive(&smem.k_empty[kv.stage]);
       softmax(acc_s, (tile.n_block_max - 1) * kBlockN);
       if constexpr (!kLateP) convert_into(acc_s, rP);
-      PipeState<kStages> prev = kv, prev2 = kv;
+      PipeState<kStages> prev = kv, prev2 = kv;  // prev2: kLateP's V to release
       kv.advance();
       // With kLateP, P of a tile is formed at the top of the next loop turn,
       // after the wait for the P V that still reads P's registers: placed right
