@@ -457,8 +457,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     auto group_sync = [&]() { cutlass::arch::NamedBarrier::sync(128, 1 + group); };
 
     const int k0 = c0;  // first key of the block
-    // dQ partial sums of a step: registers -> staging tile (pairs of columns) ->
-    // TMA reduce-add; the previous reduce must have finished reading the tile.
+    // dQ partial sums of a step, split by keys (hd64): registers -> staging tile
+    // (pairs of columns) -> TMA reduce-add; the previous reduce must have
+    // finished reading the tile.
     // dQ is issued before dK so that this runs under the dK product. (Running it
     // under the next step's S^T instead would leave a wgmma in flight across the
     // loop's back edge, which ptxas answers by serialising the wgmma pipeline.)
@@ -480,6 +481,57 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         copy(args.tma_dq, cta.partition_S(sdQ), cta.partition_D(gdQ));
         tma_store_arrive();
       }
+    };
+
+    // dQ staging, deferred (split by columns, hd128; Traits::kDqStages == 2).
+    // Step t's dQ goes to staging buffer t & 1 (both groups' tiles side by side,
+    // 32 KiB; group g writes only its columns, i.e. its own TMA tile) under its
+    // dK product, with no fence or barrier of its own; its reduce-add is issued
+    // in step t + 1 under that step's dQ / dK products. Ordering, per buffer b:
+    //  - writers: the 128 threads of group g, generic proxy (STS), step t, after
+    //    the wait for step t's dQ product;
+    //  - reader: the TMA reduce-add of step t (async proxy), issued by group g's
+    //    leader in step t + 1 after the 256-thread barrier 0. Every writer has by
+    //    then executed step t + 1's fence.proxy.async (the one that publishes
+    //    dS^T to wgmma; it covers all of the thread's earlier shared-memory
+    //    writes) before arriving at that barrier: RAW across proxies ordered by
+    //    fence + barrier, as the single-buffered path's fence + group barrier did;
+    //  - reuse: step t + 2 writes buffer b again, after its own barrier 0, at
+    //    which the leader arrives only after cp.async.bulk.wait_group.read 0.
+    //    The leader's only bulk group outstanding there is step t's reduce-add
+    //    (issued in step t + 1; step t + 1's is issued after this barrier), so
+    //    the read of b has finished before any thread of the group passes the
+    //    barrier: WAR ordered by wait_group.read + barrier, as before. The wait
+    //    is for a reduce-add issued a whole step earlier.
+    //  - after the loop the last step's staging gets its fence, a group barrier
+    //    and its reduce-add, then wait_group.read 0 as before.
+    // Per step and group this drops two 128-thread barriers and one fence
+    // (MEMBAR + FENCE.VIEW.ASYNC, which waited for the staging stores) off the
+    // end of the step, where they ran under dK only; the stores remain.
+    constexpr bool kDqDeferred = Traits::kDqStages == 2;
+    static_assert(!kDqDeferred || kSplitN, "the deferred staging is published by the 256-thread dS barrier");
+    constexpr int kDqBufElems = cosize_v<typename Traits::SmemLayoutdQ> * Traits::kConsumerGroups;
+    static_assert(!kDqDeferred || (kDqBufElems * sizeof(float) % 1024 == 0 &&
+                                   cosize_v<typename Traits::SmemLayoutdQMma> == kDqBufElems),
+                  "deferred: the product's view spans one buffer, each buffer 1024-byte aligned (the byte swizzle holds)");
+    auto stage_dq = [&](const auto& acc_dq, int buf) __attribute__((always_inline)) {
+      const uint32_t dq_base = opaque(uint32_t(tdQoff(0)) + uint32_t(buf * kDqBufElems));
+      CUTE_UNROLL
+      for (int e = 0; e < size(acc_dq); e += 2)
+        *reinterpret_cast<float2*>(sdQ_bytes + swizzled_byte_offset<float>(tdQoff, dq_base, e)) =
+            make_float2(acc_dq(e), acc_dq(e + 1));
+    };
+    // The leader's reduce-add of step st's staging (buffer st & 1, its group's tile).
+    auto issue_dq = [&](int st) __attribute__((always_inline)) {
+      const int h = step_head(st), m_block = step_mblock(st);
+      Tensor gdQ = local_tile(domain_offset(make_coord(int(sl.q_offset), _0{}), mdQ(_, _, h, bb)),
+                              Shape<Int<kBlockM>, Int<kDqCols>>{}, make_coord(m_block, group));
+      Tensor sdQ_st = make_tensor(
+          make_smem_ptr(smem.dq.data() + (st & 1) * kDqBufElems + group * cosize_v<typename Traits::SmemLayoutdQ>),
+          typename Traits::SmemLayoutdQ{});
+      auto cta = args.tma_dq.get_slice(_0{});
+      copy(args.tma_dq, cta.partition_S(sdQ_st), cta.partition_D(gdQ));
+      tma_store_arrive();
     };
 
     if (n_steps > 0) Barrier::wait(&smem.kv_full, 0);
@@ -540,7 +592,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         pair[1] = rdS(e + 1);
         *reinterpret_cast<cutlass::Array<Element, 2>*>(sdS_bytes + swizzled_byte_offset<Element>(tdSoff_buf, ds_base, e)) = pair;
       }
-      cutlass::arch::fence_view_async_shared();  // generic-proxy writes, read by wgmma
+      // Generic-proxy writes, read by wgmma (dS^T) and, deferred, by the TMA
+      // reduce-add issued below (the previous step's dQ staging).
+      cutlass::arch::fence_view_async_shared();
+      if constexpr (kDqDeferred) {
+        // The reduce-add of two steps ago has read the buffer this step writes.
+        if (dq_leader) tma_store_wait<0>();
+      }
       if constexpr (kSplitN) cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads, 0);
       else group_sync();
 
@@ -548,13 +606,28 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       if constexpr (kSplitN) wgmma_issue<true, false>(mma_dq, tdQrdS(_, _, _, ds_buf), tdQrK, acc_dq);
       else wgmma_issue<true, false>(mma_dq, tdQrdS, tdQrK, acc_dq);
       wgmma_issue<false, true>(mma_dkv, tdKrdS, tdKrQ(_, _, _, s), acc_dk);
-      warpgroup_wait<1>();  // dV and dQ are in; dK runs under dQ's reduce-add
+      if constexpr (kDqDeferred) {
+        // Under dQ and dK: the previous step's staging, published by the fence
+        // and barrier above.
+        if (dq_leader && step > 0) issue_dq(step - 1);
+      }
+      warpgroup_wait<1>();  // dV and dQ are in; dK runs under dQ's staging
       warpgroup_fence_operand(acc_dq);
-      reduce_dq(acc_dq, step);
+      if constexpr (kDqDeferred) stage_dq(acc_dq, step & 1);
+      else reduce_dq(acc_dq, step);
       warpgroup_wait<0>();
       warpgroup_fence_operand(acc_dv);
       warpgroup_fence_operand(acc_dk);
       Barrier::arrive(&smem.empty[s]);  // Q and dO of this stage are no longer read
+    }
+    if constexpr (kDqDeferred) {
+      // The last step's staging: its fence, the group's barrier (group g wrote
+      // only its own tile), its reduce-add.
+      if (n_steps > 0) {
+        cutlass::arch::fence_view_async_shared();
+        group_sync();
+        if (dq_leader) issue_dq(n_steps - 1);
+      }
     }
     if (dq_leader) tma_store_wait<0>();
 

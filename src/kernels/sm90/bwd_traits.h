@@ -110,6 +110,14 @@ struct BwdTraits {
   static constexpr bool kDqSplitN = kHeadDim >= 128;
   static constexpr int kDqCols = kDqSplitN ? kHeadDim / 2 : kHeadDim;  // dQ columns per group
   static constexpr int kDsStages = kDqSplitN && !kByProduct ? 2 : 1;
+  // dQ staging buffers (by keys). Split by columns (hd128): two, and a step's
+  // staging is written under its dK product with no fence or barrier of its
+  // own; the next step's dS^T fence and 256-thread barrier publish it to the
+  // TMA reduce-add, issued under that step's dQ / dK (bwd_kernel.cuh, "dQ
+  // staging, deferred"). Shared memory at hd128: 198656 + 32768 = 231424 B of
+  // the 232448. Split by keys (hd64): one, its own fence and group barriers
+  // (a second 64 KiB buffer would not fit: 199680 + 65536).
+  static constexpr int kDqStages = kDqSplitN && !kByProduct ? 2 : 1;
   // dS formed from the fp32 P before P's 16-bit copy and dV's issue. At 128 rows
   // S^T and dP^T (64 + 64 registers) beside dK and dV leave no room for the
   // 16-bit P while the fp32 P is still live (v2's order spilled 52-72 bytes);
@@ -182,7 +190,8 @@ struct BwdTraits {
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>> q;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>> dout;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutdS>> ds;
-    alignas(1024) cute::array_aligned<float, cosize_v<SmemLayoutdQ> * kConsumerGroups> dq;
+    // Buffer b, group g's TMA tile: dq + (b * kConsumerGroups + g) * cosize(SmemLayoutdQ).
+    alignas(1024) cute::array_aligned<float, cosize_v<SmemLayoutdQ> * kConsumerGroups * kDqStages> dq;
     float lse_log2[kStages][kBlockM];  // LSE in log2 units, +inf for rows that see nothing
     float row_dot[kStages][kBlockM];
     alignas(16) uint64_t kv_full;
