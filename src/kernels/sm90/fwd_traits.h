@@ -38,9 +38,11 @@ using namespace cute;
 // at 160 registers spill more with it.
 // uniform_group, q_desc_in_loop: consumer registers (kernel notes, sm90 forward
 // v6). uniform_group: the consumer group's index is broadcast from lane 0, so
-// ptxas knows it is warp-uniform and keeps what derives from it (barrier ids,
-// Q's and O's shared addresses and descriptors, the scheduler's and the tile's
-// values) in uniform registers. q_desc_in_loop: Q's wgmma descriptors (one per
+// ptxas knows it is warp-uniform; what derives from it (barrier ids, Q's and O's
+// shared addresses) and, apparently because the branches on it no longer look
+// divergent, the per-tile values (schedule, tile bounds, mbarrier addresses)
+// move to uniform registers (hd64 SASS: 432 -> 1000 uniform-datapath
+// instructions of ~3.7k). q_desc_in_loop: Q's wgmma descriptors (one per
 // 16-wide k slice) are derived at each key tile from one base (desc_here)
 // instead of held across the key loop, two registers each. ptxas spill stores /
 // loads in bytes, plain and score-modifier kernels: hd64 96/164 and 152/260 with

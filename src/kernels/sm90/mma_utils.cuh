@@ -59,8 +59,9 @@ __device__ __forceinline__ void wgmma_issue(TiledMma& mma, A&& a, const B& b, C&
 // descriptor plus constants; for a loop-invariant operand (Q in the forward's
 // key loop) the compiler computes them all once before the loop and holds them
 // there, two registers each. The empty asm gives the base a new value here, so
-// only the base is held and the slices are added at the use (no instruction is
-// emitted for the asm itself). kOn = false returns the tensor as it is.
+// only the base is held and the slices are added at the use (the asm is empty:
+// it only hides the value from that hoisting). kOn = false returns the tensor
+// as it is.
 template <bool kOn, typename DescTensor>
 __device__ __forceinline__ decltype(auto) desc_here(const DescTensor& t) {
   if constexpr (kOn) {
