@@ -51,6 +51,10 @@ def main():
     cases += [(1, 8, 2, 517, 300, 128, True), (1, 4, 1, 100, 1030, 64, True), (3, 2, 2, 1, 7, 128, False),
               (1, 2, 2, 239, 1023, 64, False), (2, 6, 3, 113, 113, 128, True), (1, 4, 4, 4096, 4096, 128, True),
               (1, 2, 1, 200, 1, 64, True), (1, 16, 16, 17, 2048, 128, False)]
+    # More tiles than the H200's 132 SMs, so persistent blocks take several tiles
+    # each (hd64: 192 query rows a tile, hd256: 128): causal (heaviest first, snake)
+    # and plain with grouped heads.
+    cases += [(2, 8, 8, 2048, 2048, 64, True), (1, 16, 4, 3000, 3000, 64, False), (2, 8, 8, 2048, 2048, 256, True)]
     failed = 0
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
     for dt in (dtypes[x] for x in a.dtypes.split(",")):

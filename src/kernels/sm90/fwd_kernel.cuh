@@ -171,7 +171,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
   // Consumers.
   const int tidx = threadIdx.x - 128;
-  const int group = tidx / 128;
+  // kUniformGroup: the same index, broadcast from lane 0, which ptxas then knows
+  // to be warp-uniform (uniform registers for what derives from it; fwd_traits.h).
+  const int group = Traits::kUniformGroup ? cutlass::canonical_warp_group_idx() - 1 : tidx / 128;
   const bool elected = tidx % 128 == 0;
   const int slot = group + 1;  // hang-check role
   hang_mark(marks, slot, Where::kRegs, 0);
@@ -313,7 +315,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       q_phase ^= 1;
       wait_barrier(&smem.k_full[kv.stage], kv.phase, Where::kKFull, kv.stage, t, tile.n_block_max - 1, marks, slot);
       wait_turn();
-      wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, kv.stage), acc_s);
+      wgmma_issue<true, false>(mma_s, desc_here<Traits::kQDescInLoop>(tSrQ), tSrK(_, _, _, kv.stage), acc_s);
       pass_turn();
       warpgroup_wait<0>();
       warpgroup_fence_operand(acc_s);
@@ -340,7 +342,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         if constexpr (kLateP) form_p(i > 1);
         wait_barrier(&smem.k_full[kv.stage], kv.phase, Where::kKFull, kv.stage, t, n_block, marks, slot);
         wait_turn();
-        wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, kv.stage), acc_s);
+        wgmma_issue<true, false>(mma_s, desc_here<Traits::kQDescInLoop>(tSrQ), tSrK(_, _, _, kv.stage), acc_s);
         if constexpr (kLateP) detail::rescale_rows<false>(o_rc, rescale);
         wait_barrier(&smem.v_full[prev.stage], prev.phase, Where::kVFull, prev.stage, t, n_block + 1, marks, slot);
         wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, prev.stage), acc_o);

@@ -36,14 +36,30 @@ using namespace cute;
 // bench/results/2026-11-29_h200_ab_fwd_v5_late_p.json): hd256 +5-10% at all six
 // points; hd128 0.97-1.05 (no clear change); hd64 0.93-0.98, where three groups
 // at 160 registers spill more with it.
+// uniform_group, q_desc_in_loop: consumer registers (kernel notes, sm90 forward
+// v6). uniform_group: the consumer group's index is broadcast from lane 0, so
+// ptxas knows it is warp-uniform; what derives from it (barrier ids, Q's and O's
+// shared addresses) and, apparently because the branches on it no longer look
+// divergent, the per-tile values (schedule, tile bounds, mbarrier addresses)
+// move to uniform registers (hd64 SASS: 432 -> 1000 uniform-datapath
+// instructions of ~3.7k). q_desc_in_loop: Q's wgmma descriptors (one per
+// 16-wide k slice) are derived at each key tile from one base (desc_here)
+// instead of held across the key loop, two registers each. ptxas spill stores /
+// loads in bytes, plain and score-modifier kernels: hd64 96/164 and 152/260 with
+// neither; 12/12 and 12/16 with uniform_group; 0 with both. hd256 68/88 and
+// 88/128 -> 0 with uniform_group alone (q_desc_in_loop would add 28 instructions
+// to its key loop, whose 16 Q slices fit in its 240 registers). Both off at
+// hd128, whose plain kernel has no spills: its SASS stays the measured one
+// (uniform_group there: score-modifier kernel 12/44 -> 12/16). Not yet
+// measured on the GPU.
 struct TileConfig {
   int block_m, block_n, stages;
-  bool late_p;
+  bool late_p, uniform_group, q_desc_in_loop;
 };
 constexpr TileConfig tile_config(int head_dim) {
-  return head_dim <= 64    ? TileConfig{192, 128, 2, false}
-         : head_dim <= 128 ? TileConfig{128, 128, 2, false}
-                           : TileConfig{128, 64, 2, true};
+  return head_dim <= 64    ? TileConfig{192, 128, 2, false, true, true}
+         : head_dim <= 128 ? TileConfig{128, 128, 2, false, false, false}
+                           : TileConfig{128, 64, 2, true, true, false};
 }
 
 // Largest dynamic shared memory of one block on sm90 (227 KiB).
@@ -58,6 +74,8 @@ struct FwdTraits {
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
   static constexpr bool kLateP = tile_config(kHeadDim_).late_p;
+  static constexpr bool kUniformGroup = tile_config(kHeadDim_).uniform_group;
+  static constexpr bool kQDescInLoop = tile_config(kHeadDim_).q_desc_in_loop;
   static constexpr int kGroupRows = 64;  // rows of one wgmma, one consumer group
   static constexpr int kConsumerGroups = kBlockM / kGroupRows;
   static_assert(kBlockM % kGroupRows == 0 && kConsumerGroups >= 2 && kConsumerGroups <= 3,

@@ -54,4 +54,23 @@ __device__ __forceinline__ void wgmma_issue(TiledMma& mma, A&& a, const B& b, C&
   warpgroup_commit_batch();
 }
 
+// A shared-memory operand's descriptor tensor (as partition_fragment_A/B make
+// it), re-derived where it is used. Its per-k-slice descriptors are the base
+// descriptor plus constants; for a loop-invariant operand (Q in the forward's
+// key loop) the compiler computes them all once before the loop and holds them
+// there, two registers each. The empty asm gives the base a new value here, so
+// only the base is held and the slices are added at the use (the asm is empty:
+// it only hides the value from that hoisting). kOn = false returns the tensor
+// as it is.
+template <bool kOn, typename DescTensor>
+__device__ __forceinline__ decltype(auto) desc_here(const DescTensor& t) {
+  if constexpr (kOn) {
+    auto it = t.data();  // GMMA::DescriptorIterator
+    asm volatile("" : "+r"(it.desc_.reg32_[0]));
+    return make_tensor(it, t.layout());
+  } else {
+    return (t);
+  }
+}
+
 }  // namespace flashattn::sm90
