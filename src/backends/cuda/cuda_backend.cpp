@@ -1,11 +1,13 @@
 // The CUDA backend's host side: refuses what the kernels cannot run (before any
-// work), then launches on the caller's stream. No allocation and no host
-// synchronisation on this path, so calls can be captured in a CUDA graph.
+// work), then launches on the caller's stream. No host synchronisation and only
+// stream-ordered allocation on this path, so calls can be captured in a CUDA graph.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -120,6 +122,35 @@ bool on_sm90(int device) {
 #endif
 }
 
+// The backward's scratch (row dots, fp32 dQ accumulator) comes from a stream-ordered
+// pool of flashattn's own per device that keeps freed memory for the next call. The
+// device's default pool returns its memory to the driver at every synchronisation
+// (release threshold 0), so each call after one re-mapped its whole scratch: a cost
+// paid per call, largest next to short kernels. Held memory: the largest scratch
+// of a call so far. Under graph capture the allocation becomes a graph node, as
+// before (the pool only gives its properties).
+cudaMemPool_t scratch_pool(int device) {
+  static std::mutex mutex;
+  static std::vector<cudaMemPool_t> pools;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (device >= static_cast<int>(pools.size())) pools.resize(device + 1, nullptr);
+  if (pools[device] == nullptr) {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    cudaMemPool_t pool = nullptr;
+    if (cudaMemPoolCreate(&pool, &props) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;  // no pools here: the caller falls back to cudaMallocAsync
+    }
+    uint64_t keep = UINT64_MAX;
+    cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    pools[device] = pool;
+  }
+  return pools[device];
+}
+
 }  // namespace
 
 int cuda_device_count() {
@@ -209,7 +240,9 @@ void cuda_backward(const BwdParams& p) {
   const size_t dq_bytes = p.deterministic ? 0 : static_cast<size_t>(rows * p.head_dim_qk) * sizeof(float);
   const size_t bytes = dot_bytes + dq_bytes;
   void* scratch = nullptr;
-  cudaError_t err = cudaMallocAsync(&scratch, bytes, stream);
+  cudaMemPool_t pool = scratch_pool(p.device.index);
+  cudaError_t err = pool != nullptr ? cudaMallocFromPoolAsync(&scratch, bytes, pool, stream)
+                                    : cudaMallocAsync(&scratch, bytes, stream);
   if (err != cudaSuccess)
     throw Error(ErrorKind::runtime, "", "CUDA backward could not get " + std::to_string(bytes) +
                                             " bytes of scratch: " + cuda_message(err));
