@@ -19,46 +19,68 @@ __device__ __forceinline__ int64_t row_slot(const BwdKernelParams& p, const deta
                                    : (int64_t(b) * p.heads_q + h) * p.seqlen_q + i;
 }
 
-// d_i = dO_i . O_i, one warp per row, 16-byte loads.
+// The row-wise passes (row dot, dQ conversion) give each row a group of lanes,
+// 8 columns (16-byte loads) per lane: a power of two, so that narrow heads put
+// several rows in one warp (hd64: 4 rows of 8 lanes, where one row per warp left
+// 24 lanes idle and took twice cuDNN's time). Blocks of kRowThreads threads.
+constexpr int kRowThreads = 256;
+__host__ __device__ inline int row_lanes(int64_t cols) {
+  int lanes = 1;
+  while (lanes < 32 && lanes * 8 < cols) lanes *= 2;
+  return lanes;
+}
+// Blocks along x for `rows` rows of `cols` columns.
+inline unsigned row_blocks(int64_t rows, int64_t cols) {
+  const int64_t per_block = kRowThreads / row_lanes(cols);
+  return static_cast<unsigned>((rows + per_block - 1) / per_block);
+}
+
+// d_i = dO_i . O_i, a lane group per row (row_lanes of head_dim_v); also zeroes
+// the row's fp32 dQ accumulator.
 template <typename Element>
 __global__ void row_dot_kernel(const __grid_constant__ BwdKernelParams p) {
-  const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+  const int lanes = row_lanes(p.head_dim_v);
+  const int t = blockIdx.x * blockDim.x + threadIdx.x, sub = threadIdx.x % lanes;
   const int h = blockIdx.y, b = blockIdx.z;
   const detail::SeqLen sl(p, b);
-  const int i = warp;
-  if (i >= sl.seqlen_q) return;
-  const auto* o = static_cast<const Element*>(p.out) + sl.q_row(b, p.o_batch_stride, p.o_row_stride, p.o_head_stride, h, i);
-  const auto* d = static_cast<const Element*>(p.dout) + sl.q_row(b, p.do_batch_stride, p.do_row_stride, p.do_head_stride, h, i);
+  const int i = t / lanes;
+  // Rows past the sequence still take part in the shuffles (whole warps only).
+  const bool valid = i < sl.seqlen_q;
   float acc = 0.f;
-  for (int c = lane * 8; c < p.head_dim_v; c += 32 * 8) {
-    const uint4 ov = *reinterpret_cast<const uint4*>(o + c);
-    const uint4 dv = *reinterpret_cast<const uint4*>(d + c);
-    const Element* oe = reinterpret_cast<const Element*>(&ov);
-    const Element* de = reinterpret_cast<const Element*>(&dv);
-    #pragma unroll
-    for (int e = 0; e < 8; ++e) acc += float(oe[e]) * float(de[e]);
+  if (valid) {
+    const auto* o = static_cast<const Element*>(p.out) + sl.q_row(b, p.o_batch_stride, p.o_row_stride, p.o_head_stride, h, i);
+    const auto* d = static_cast<const Element*>(p.dout) + sl.q_row(b, p.do_batch_stride, p.do_row_stride, p.do_head_stride, h, i);
+    for (int c = sub * 8; c < p.head_dim_v; c += lanes * 8) {
+      const uint4 ov = *reinterpret_cast<const uint4*>(o + c);
+      const uint4 dv = *reinterpret_cast<const uint4*>(d + c);
+      const Element* oe = reinterpret_cast<const Element*>(&ov);
+      const Element* de = reinterpret_cast<const Element*>(&dv);
+      #pragma unroll
+      for (int e = 0; e < 8; ++e) acc += float(oe[e]) * float(de[e]);
+    }
   }
-  #pragma unroll
-  for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffff, acc, off);
+  for (int off = lanes / 2; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffff, acc, off);
+  if (!valid) return;
   const int64_t slot = row_slot(p, sl, b, h, i);
-  if (lane == 0) p.row_dot[slot] = acc;
+  if (sub == 0) p.row_dot[slot] = acc;
   if (p.dq_accum != nullptr)
-    for (int c = lane * 4; c < p.head_dim_qk; c += 32 * 4)
+    for (int c = sub * 4; c < p.head_dim_qk; c += lanes * 4)
       *reinterpret_cast<float4*>(p.dq_accum + slot * p.head_dim_qk + c) = make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
-// dQ = the fp32 accumulator in dQ's dtype (the scale is already in dS), one warp
-// per row, 8 columns per lane and step.
+// dQ = the fp32 accumulator in dQ's dtype (the scale is already in dS), a lane
+// group per row (row_lanes of head_dim_qk), 8 columns per lane and step.
 template <typename Element>
 __global__ void dq_convert_kernel(const __grid_constant__ BwdKernelParams p) {
-  const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+  const int lanes = row_lanes(p.head_dim_qk);
+  const int t = blockIdx.x * blockDim.x + threadIdx.x, sub = threadIdx.x % lanes;
   const int h = blockIdx.y, b = blockIdx.z;
   const detail::SeqLen sl(p, b);
-  const int i = warp;
+  const int i = t / lanes;
   if (i >= sl.seqlen_q) return;
   const float* acc = p.dq_accum + row_slot(p, sl, b, h, i) * p.head_dim_qk;
   auto* dq = static_cast<Element*>(p.dq) + sl.q_row(b, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride, h, i);
-  for (int c = lane * 8; c < p.head_dim_qk; c += 32 * 8) {
+  for (int c = sub * 8; c < p.head_dim_qk; c += lanes * 8) {
     const float4 lo = *reinterpret_cast<const float4*>(acc + c);
     const float4 hi = *reinterpret_cast<const float4*>(acc + c + 4);
     const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};

@@ -26,7 +26,7 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
   // Empty sides launch nothing: with no keys the dQ kernel writes zeros, with no
   // queries the dK/dV kernel does.
   if (p.seqlen_q > 0)
-    row_dot_kernel<Element><<<dim3(blocks(p.seqlen_q, 8), hq, batch), 256, 0, stream>>>(p);
+    row_dot_kernel<Element><<<dim3(detail::row_blocks(p.seqlen_q, p.head_dim_v), hq, batch), detail::kRowThreads, 0, stream>>>(p);
 
   if (p.seqlen_k > 0) {
     auto dkdv = dkdv_kernel<Traits, kMods>;
@@ -36,7 +36,7 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
   }
 
   if (p.seqlen_q > 0 && p.dq_accum != nullptr) {
-    dq_convert_kernel<Element><<<dim3(blocks(p.seqlen_q, 8), hq, batch), 256, 0, stream>>>(p);
+    dq_convert_kernel<Element><<<dim3(detail::row_blocks(p.seqlen_q, p.head_dim_qk), hq, batch), detail::kRowThreads, 0, stream>>>(p);
   } else if (p.seqlen_q > 0) {
     auto dq = dq_kernel<Traits, kMods>;
     static const cudaError_t dq_attr = allow_smem(dq, Traits::kSmemQ);

@@ -54,7 +54,7 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
   // Empty sides launch nothing: with no keys dQ is the zeroed accumulator, with
   // no queries the kernel writes zero dK and dV.
   if (p.seqlen_q > 0)
-    detail::row_dot_kernel<Element><<<dim3(blocks(p.seqlen_q, 8), hq, batch), 256, 0, stream>>>(p);
+    detail::row_dot_kernel<Element><<<dim3(detail::row_blocks(p.seqlen_q, p.head_dim_v), hq, batch), detail::kRowThreads, 0, stream>>>(p);
   if (p.seqlen_k > 0) {
     auto kernel = bwd_kernel<Traits>;
     constexpr int smem = Traits::kSmemBytes;
@@ -65,7 +65,7 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
     kernel<<<dim3(blocks(p.seqlen_k, Traits::kBlockN), hkv, batch), Traits::kThreads, smem, stream>>>(args);
   }
   if (p.seqlen_q > 0)
-    detail::dq_convert_kernel<Element><<<dim3(blocks(p.seqlen_q, 8), hq, batch), 256, 0, stream>>>(p);
+    detail::dq_convert_kernel<Element><<<dim3(detail::row_blocks(p.seqlen_q, p.head_dim_qk), hq, batch), detail::kRowThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
