@@ -36,11 +36,13 @@ if python3 -c "import torch" 2>/dev/null; then
   # it). Extra bench_cpu.py arguments in CPU_GRID_ARGS, e.g. "--heads 16".
   PYTHONPATH=$site python3 bench/cpu/bench_cpu.py --threads "$threads" --tokens 8192 --heads 8 \
     --repeats 2 ${CPU_GRID_ARGS:-} --json "$out/cpu_vs_torch.json" 2>&1 | tee "$out/cpu_vs_torch.log" | tail -45
-  # Scaling at N = 8192 (B = 1, 4 heads, D = 128, not causal): 1 thread, then all.
-  for t in 1 "$threads"; do
-    PYTHONPATH=$site python3 bench/cpu/bench_cpu.py --threads "$t" --seqlens 8192 --hdims 128 --causal 0 \
-      --heads 4 --tokens 8192 --repeats 2 --json "$out/cpu_scaling_t$t.json" 2>&1 | tail -3
+  # Scaling at N = 8192 (B = 1, 4 heads, D = 128, not causal): 1 thread and all, interleaved
+  # SCALING_RUNS times (default 3), median per point (this host's noise moves single runs).
+  for ((r = 1; r <= ${SCALING_RUNS:-3}; r++)); do
+    for t in 1 "$threads"; do
+      PYTHONPATH=$site python3 bench/cpu/bench_cpu.py --threads "$t" --seqlens 8192 --hdims 128 --causal 0 \
+        --heads 4 --tokens 8192 --repeats 2 --json "$out/cpu_scaling_t${t}_r$r.json" 2>&1 | tail -2
+    done
   done
-  python3 bench/cpu/scaling.py "$out/cpu_scaling_t1.json" "$out/cpu_scaling_t$threads.json" \
-    | tee "$out/cpu_scaling.log"
+  python3 bench/cpu/scaling.py "$out"/cpu_scaling_t*_r*.json | tee "$out/cpu_scaling.log"
 fi

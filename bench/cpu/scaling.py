@@ -1,24 +1,43 @@
-"""Thread scaling from two bench_cpu.py JSON files of the same grid (one thread, many threads):
-the speed-up of flashattn's CPU backend and of PyTorch's CPU SDPA, forward and backward.
+"""Thread scaling from bench_cpu.py JSON files of the same grid at one thread and at many: the
+speed-up of flashattn's CPU backend and of PyTorch's CPU SDPA, forward and backward. Several
+files per thread count (runs interleaved in time) give the median time of each point, which
+a shared host's noise moves less than one run (the one-thread times moved by 20% between
+single runs on the H200 host).
 
-Usage: python bench/cpu/scaling.py ONE_THREAD.json MANY_THREADS.json
+Usage: python bench/cpu/scaling.py RUN.json [RUN.json ...]   (grouped by their "threads")
 """
 import json
+import statistics
 import sys
 
 
 def main():
-    one, many = (json.load(open(f)) for f in sys.argv[1:3])
+    runs = [json.load(open(f)) for f in sys.argv[1:]]
+    one = [r for r in runs if r["threads"] == 1]
+    many = [r for r in runs if r["threads"] != 1]
+    if not one or not many:
+        sys.exit("need runs at one thread and at more than one")
     key = lambda r: (r["dtype"], r["hdim"], r["causal"], r["seqlen"])  # noqa: E731
-    base = {key(r): r for r in one["rows"]}
-    print(f"scaling {one['threads']} -> {many['threads']} threads (target for flashattn: >= 12x at 16)")
+
+    def medians(group):
+        times = {}
+        for run in group:
+            for r in run["rows"]:
+                for k in ("ours_fwd_ms", "torch_fwd_ms", "ours_bwd_ms", "torch_bwd_ms"):
+                    if k in r:
+                        times.setdefault(key(r), {}).setdefault(k, []).append(r[k])
+        return {p: {k: statistics.median(v) for k, v in ks.items()} for p, ks in times.items()}
+
+    base, top = medians(one), medians(many)
+    print(f"scaling 1 -> {many[0]['threads']} threads, median of {len(one)} / {len(many)} runs "
+          f"(target for flashattn: >= 12x at 16)")
     print(f"{'dtype':>5} {'D':>4} {'causal':>6} {'N':>6} | {'ours fwd':>8} {'torch fwd':>9} | {'ours bwd':>8} {'torch bwd':>9}")
-    for r in many["rows"]:
-        b = base.get(key(r))
+    for p, r in top.items():
+        b = base.get(p)
         if b is None:
             continue
         s = lambda k: b[k] / r[k] if k in r and k in b else float("nan")  # noqa: E731
-        print(f"{r['dtype']:>5} {r['hdim']:>4} {int(r['causal']):>6} {r['seqlen']:>6} | {s('ours_fwd_ms'):7.2f}x "
+        print(f"{p[0]:>5} {p[1]:>4} {int(p[2]):>6} {p[3]:>6} | {s('ours_fwd_ms'):7.2f}x "
               f"{s('torch_fwd_ms'):8.2f}x | {s('ours_bwd_ms'):7.2f}x {s('torch_bwd_ms'):8.2f}x")
 
 
