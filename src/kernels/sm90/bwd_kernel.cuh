@@ -117,6 +117,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kHeadDim = Traits::kHeadDim;
   constexpr int kStages = Traits::kStages, kDqCols = Traits::kDqCols;
   constexpr bool kSplitN = Traits::kDqSplitN;
+  constexpr bool kDqShared = Traits::kDqShared;  // dQ spans both groups: all of dS, shared
   constexpr bool kDsFirst = Traits::kDsFirst;
   const BwdKernelParams& p = args.p;
   extern __shared__ __align__(1024) char smem_raw[];
@@ -406,7 +407,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     auto thr_dkv = mma_dkv.get_thread_slice(tidx);
     // Split by columns, the dQ product spans both groups; split by keys, each
     // group runs its own.
-    auto thr_dq = mma_dq.get_thread_slice(kSplitN ? tidx : tidx % 128);
+    auto thr_dq = mma_dq.get_thread_slice(kDqShared ? tidx : tidx % 128);
 
     Tensor tSrK = thr_sdp.partition_fragment_A(sK);
     Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);     // (.., .., k, stage)
@@ -415,7 +416,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     Tensor tdVrdO = thr_dkv.partition_fragment_B(sdOt);  // (.., .., k, stage)
     Tensor tdKrQ = thr_dkv.partition_fragment_B(sQt);    // (.., .., k, stage)
     auto dq_operands = [&]() __attribute__((always_inline)) {
-      if constexpr (kSplitN) {
+      if constexpr (kDqShared) {
         return make_tuple(thr_dq.partition_fragment_A(sdS), thr_dq.partition_fragment_B(sKt));
       } else {
         using Half = Shape<Int<kBlockM>, _64>;
@@ -450,7 +451,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     Tensor tdQoff = thr_dq.partition_C(
         make_tensor(counting_iterator<int>{0}, typename Traits::SmemLayoutdQMma{}.layout_b()));
     char* const sdQ_bytes =
-        reinterpret_cast<char*>(smem.dq.data() + (kSplitN ? 0 : group * cosize_v<typename Traits::SmemLayoutdQ>));
+        reinterpret_cast<char*>(smem.dq.data() + (kDqShared ? 0 : group * cosize_v<typename Traits::SmemLayoutdQ>));
     const bool dq_leader = tidx % 128 == 0;
     const int rows_q = int(packed ? p.total_q : p.seqlen_q);
     Tensor mdQ = args.tma_dq.get_tma_tensor(make_shape(rows_q, kHeadDim, int(p.heads_q), batches));
@@ -476,7 +477,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       if (dq_leader) {
         const int h = step_head(step), m_block = step_mblock(step);
         Tensor gdQ = local_tile(domain_offset(make_coord(int(sl.q_offset), _0{}), mdQ(_, _, h, bb)),
-                                Shape<Int<kBlockM>, Int<kDqCols>>{}, make_coord(m_block, kSplitN ? group : 0));
+                                Shape<Int<Traits::kDqRows>, Int<kDqCols>>{},
+                                make_coord(Traits::kDqSplitM ? 2 * m_block + group : m_block, kSplitN ? group : 0));
         auto cta = args.tma_dq.get_slice(_0{});
         copy(args.tma_dq, cta.partition_S(sdQ), cta.partition_D(gdQ));
         tma_store_arrive();
@@ -525,7 +527,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     auto issue_dq = [&](int st) __attribute__((always_inline)) {
       const int h = step_head(st), m_block = step_mblock(st);
       Tensor gdQ = local_tile(domain_offset(make_coord(int(sl.q_offset), _0{}), mdQ(_, _, h, bb)),
-                              Shape<Int<kBlockM>, Int<kDqCols>>{}, make_coord(m_block, group));
+                              Shape<Int<Traits::kDqRows>, Int<kDqCols>>{}, make_coord(m_block, group));
       Tensor sdQ_st = make_tensor(
           make_smem_ptr(smem.dq.data() + (st & 1) * kDqBufElems + group * cosize_v<typename Traits::SmemLayoutdQ>),
           typename Traits::SmemLayoutdQ{});
@@ -538,7 +540,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     for (int step = 0; step < n_steps; ++step) {
       const int s = step % kStages, phase = (step / kStages) & 1;
       const int h = step_head(step), m_block = step_mblock(step), m0 = m_block * kBlockM;
-      const int ds_buf = kSplitN ? step & 1 : 0;
+      const int ds_buf = kDqShared ? step & 1 : 0;
 
       Tensor acc_s = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
       Barrier::wait(&smem.q_full[s], phase);
@@ -599,11 +601,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         // The reduce-add of two steps ago has read the buffer this step writes.
         if (dq_leader) tma_store_wait<0>();
       }
-      if constexpr (kSplitN) cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads, 0);
+      if constexpr (kDqShared) cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads, 0);
       else group_sync();
 
       Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
-      if constexpr (kSplitN) wgmma_issue<true, false>(mma_dq, tdQrdS(_, _, _, ds_buf), tdQrK, acc_dq);
+      if constexpr (kDqShared) wgmma_issue<true, false>(mma_dq, tdQrdS(_, _, _, ds_buf), tdQrK, acc_dq);
       else wgmma_issue<true, false>(mma_dq, tdQrdS, tdQrK, acc_dq);
       wgmma_issue<false, true>(mma_dkv, tdKrdS, tdKrQ(_, _, _, s), acc_dk);
       if constexpr (kDqDeferred) {

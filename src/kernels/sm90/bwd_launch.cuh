@@ -46,7 +46,7 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
                     typename Traits::SmemLayoutKV{}, TileK{}, _1{}),
       make_tma_copy(SM90_TMA_REDUCE_ADD{},
                     gmem(p.dq_accum, rows_q, p.heads_q, p.heads_q * acc_head, kHeadDim, acc_head),
-                    typename Traits::SmemLayoutdQ{}, Shape<Int<Traits::kBlockM>, Int<Traits::kDqCols>>{}, _1{})};
+                    typename Traits::SmemLayoutdQ{}, Shape<Int<Traits::kDqRows>, Int<Traits::kDqCols>>{}, _1{})};
 
   const auto blocks = [](int64_t n, int64_t per) { return static_cast<unsigned>((n + per - 1) / per); };
   const unsigned hq = static_cast<unsigned>(p.heads_q), hkv = static_cast<unsigned>(p.heads_kv),

@@ -103,20 +103,25 @@ struct BwdTraits {
   static constexpr int kEmptyArrivals = kByProduct ? kConsumerGroups : kConsumerThreads;
   // dQ = dS K is split between the groups by columns (each needs all of dS, so
   // dS is shared through shared memory, double-buffered) when a column half is a
-  // whole 64-wide swizzle atom; at hd64 each group multiplies its own 64 keys
-  // instead and both add their partial dQ (twice the reduce traffic, no
-  // cross-group barrier). By product: by columns, one dS buffer (the groups'
-  // barriers order its reuse).
+  // whole 64-wide swizzle atom; at hd64 (128 query rows per step) by rows: group
+  // g takes rows [64g, 64g + 64) over all 128 keys, again with all of dS shared.
+  // Either way one reduce-add of dQ per step (split by keys, each group's partial
+  // over its own 64 keys, it was two: the hd64 backward ran with its L2 66% busy,
+  // ncu session 6). By product: by columns, one dS buffer (the groups' barriers
+  // order its reuse).
   static constexpr bool kDqSplitN = kHeadDim >= 128;
+  static constexpr bool kDqSplitM = !kDqSplitN && kBlockM == 128;
+  static constexpr bool kDqShared = kDqSplitN || kDqSplitM;  // the dQ product spans both groups
   static constexpr int kDqCols = kDqSplitN ? kHeadDim / 2 : kHeadDim;  // dQ columns per group
-  static constexpr int kDsStages = kDqSplitN && !kByProduct ? 2 : 1;
+  static constexpr int kDqRows = kDqSplitM ? kBlockM / 2 : kBlockM;    // dQ rows per group
+  static constexpr int kDsStages = kDqShared && !kByProduct ? 2 : 1;
   // dQ staging buffers (by keys). Split by columns (hd128): two, and a step's
   // staging is written under its dK product with no fence or barrier of its
   // own; the next step's dS^T fence and 256-thread barrier publish it to the
   // TMA reduce-add, issued under that step's dQ / dK (bwd_kernel.cuh, "dQ
   // staging, deferred"). Shared memory at hd128: 198656 + 32768 = 231424 B of
-  // the 232448. Split by keys (hd64): one, its own fence and group barriers
-  // (a second 64 KiB buffer would not fit: 199680 + 65536).
+  // the 232448. Split by rows (hd64): one, its own fence and group barriers
+  // (its second dS buffer takes the 32 KiB that halving the staging freed).
   static constexpr int kDqStages = kDqSplitN && !kByProduct ? 2 : 1;
   // dS formed from the fp32 P before P's 16-bit copy and dV's issue. At 128 rows
   // S^T and dP^T (64 + 64 registers) beside dK and dV leave no room for the
@@ -141,9 +146,9 @@ struct BwdTraits {
   // By product each group runs its own column half.
   using TiledMmadQ = decltype(make_tiled_mma(
       GMMA::ss_op_selector<Element, Element, float,
-                           Shape<Int<kBlockM>, Int<kDqCols>, Int<kDqSplitN ? kBlockN : 64>>,
+                           Shape<Int<kDqRows>, Int<kDqCols>, Int<kDqShared ? kBlockN : 64>>,
                            GMMA::Major::MN, GMMA::Major::MN>(),
-      Layout<Shape<_1, Int<kDqSplitN && !kByProduct ? 2 : 1>, _1>>{}));
+      Layout<Shape<Int<kDqSplitM ? 2 : 1>, Int<kDqSplitN && !kByProduct ? 2 : 1>, _1>>{}));
 
   using SmemAtom = GMMA::Layout_K_SW128_Atom<Element>;
   using SmemLayoutQ = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>, Int<kStages>>{}));
@@ -160,16 +165,19 @@ struct BwdTraits {
                                               Shape<Int<kBlockM>, Int<kBlockN>, Int<kDsStages>>{}));
   using SmemLayoutdSt = decltype(composition(
       SmemLayoutdS{}, make_ordered_layout(Shape<Int<kBlockN>, Int<kBlockM>, Int<kDsStages>>{}, Step<_2, _1, _3>{})));
-  // fp32 dQ staging for the TMA reduce-add: one (kBlockM, kDqCols) tile per group.
+  // fp32 dQ staging for the TMA reduce-add: one (kDqRows, kDqCols) tile per group.
   using SmemLayoutdQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<float>{},
-                                              Shape<Int<kBlockM>, Int<kDqCols>>{}));
+                                              Shape<Int<kDqRows>, Int<kDqCols>>{}));
   // The staging as the dQ product's C operand sees it: split by columns, both
   // groups' tiles side by side, (kBlockM, D) (group g's columns are tile g, as
   // tile_to_shape lays out column blocks of the atom one after another);
   // split by keys, the group's own tile; by product, the group's own tile too
   // (its own dQ product, its own staging).
-  using SmemLayoutdQMma = decltype(tile_to_shape(
-      GMMA::Layout_K_SW128_Atom<float>{}, Shape<Int<kBlockM>, Int<kDqSplitN && !kByProduct ? kHeadDim : kDqCols>>{}));
+  // Split by rows: the two groups' tiles stacked along rows (tile g at g * cosize).
+  using SmemLayoutdQMma = std::conditional_t<
+      kDqSplitM, decltype(tile_to_shape(SmemLayoutdQ{}, Shape<Int<kBlockM>, Int<kDqCols>>{})),
+      decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<float>{},
+                             Shape<Int<kBlockM>, Int<kDqSplitN && !kByProduct ? kHeadDim : kDqCols>>{}))>;
 
   // Global tensors as TMA sees them: (rows, head dim, heads, batch).
   using GmemShape = Shape<int32_t, int32_t, int32_t, int32_t>;
@@ -181,7 +189,7 @@ struct BwdTraits {
   using TmaKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutKV{},
                                        Shape<Int<kBlockN>, Int<kHeadDim>>{}, _1{}));
   using TmadQ = decltype(make_tma_copy(SM90_TMA_REDUCE_ADD{}, GmemTensorAcc{}, SmemLayoutdQ{},
-                                       Shape<Int<kBlockM>, Int<kDqCols>>{}, _1{}));
+                                       Shape<Int<kDqRows>, Int<kDqCols>>{}, _1{}));
 
   // By keys (hd64, hd128).
   struct SharedStorageByKeys {
