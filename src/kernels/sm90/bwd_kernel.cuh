@@ -511,7 +511,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     // (MEMBAR + FENCE.VIEW.ASYNC, which waited for the staging stores) off the
     // end of the step, where they ran under dK only; the stores remain.
     constexpr bool kDqDeferred = Traits::kDqStages == 2;
-    static_assert(!kDqDeferred || kSplitN, "the deferred staging is published by the 256-thread dS barrier");
+    static_assert(!kDqDeferred || kDqShared, "the deferred staging is published by the 256-thread dS barrier");
     constexpr int kDqBufElems = cosize_v<typename Traits::SmemLayoutdQ> * Traits::kConsumerGroups;
     static_assert(!kDqDeferred || (kDqBufElems * sizeof(float) % 1024 == 0 &&
                                    cosize_v<typename Traits::SmemLayoutdQMma> == kDqBufElems),
@@ -527,7 +527,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     auto issue_dq = [&](int st) __attribute__((always_inline)) {
       const int h = step_head(st), m_block = step_mblock(st);
       Tensor gdQ = local_tile(domain_offset(make_coord(int(sl.q_offset), _0{}), mdQ(_, _, h, bb)),
-                              Shape<Int<Traits::kDqRows>, Int<kDqCols>>{}, make_coord(m_block, group));
+                              Shape<Int<Traits::kDqRows>, Int<kDqCols>>{},
+                              make_coord(Traits::kDqSplitM ? 2 * m_block + group : m_block, kSplitN ? group : 0));
       Tensor sdQ_st = make_tensor(
           make_smem_ptr(smem.dq.data() + (st & 1) * kDqBufElems + group * cosize_v<typename Traits::SmemLayoutdQ>),
           typename Traits::SmemLayoutdQ{});

@@ -120,9 +120,8 @@ struct BwdTraits {
   // own; the next step's dS^T fence and 256-thread barrier publish it to the
   // TMA reduce-add, issued under that step's dQ / dK (bwd_kernel.cuh, "dQ
   // staging, deferred"). Shared memory at hd128: 198656 + 32768 = 231424 B of
-  // the 232448. Split by rows (hd64): one, its own fence and group barriers
-  // (its second dS buffer takes the 32 KiB that halving the staging freed).
-  static constexpr int kDqStages = kDqSplitN && !kByProduct ? 2 : 1;
+  // the 232448. Split by rows (hd64) the same, two 32 KiB buffers: 232448 B.
+  static constexpr int kDqStages = kDqShared && !kByProduct ? 2 : 1;
   // dS formed from the fp32 P before P's 16-bit copy and dV's issue. At 128 rows
   // S^T and dP^T (64 + 64 registers) beside dK and dV leave no room for the
   // 16-bit P while the fp32 P is still live (v2's order spilled 52-72 bytes);
