@@ -405,7 +405,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     typename Traits::TiledMmadQ mma_dq;
     auto thr_sdp = mma_sdp.get_thread_slice(tidx);
     auto thr_dkv = mma_dkv.get_thread_slice(tidx);
-    // Split by columns, the dQ product spans both groups; split by keys, each
+    // Split by columns (hd128) or rows (hd64), the dQ product spans both groups;
+    // split by keys (a 64-row step below hd128, no tile-table entry uses it) each
     // group runs its own.
     auto thr_dq = mma_dq.get_thread_slice(kDqShared ? tidx : tidx % 128);
 
@@ -443,9 +444,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     const KeyRows key_rows(coord, mask, c0, seqlen_k);
 
     // fp32 dQ staging of this group and its TMA reduce-add into the accumulator.
-    // The dQ product writes through SmemLayoutdQMma: split by columns it spans both
-    // groups' tiles (group g's columns are its tile), split by keys it is the
-    // group's own tile.
+    // The dQ product writes through SmemLayoutdQMma: split by columns or rows it
+    // spans both groups' tiles (group g's columns / rows are its tile), split by
+    // keys it is the group's own tile.
     Tensor sdQ = make_tensor(make_smem_ptr(smem.dq.data() + group * cosize_v<typename Traits::SmemLayoutdQ>),
                              typename Traits::SmemLayoutdQ{});
     Tensor tdQoff = thr_dq.partition_C(
@@ -458,8 +459,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     auto group_sync = [&]() { cutlass::arch::NamedBarrier::sync(128, 1 + group); };
 
     const int k0 = c0;  // first key of the block
-    // dQ partial sums of a step, split by keys (hd64): registers -> staging tile
-    // (pairs of columns) -> TMA reduce-add; the previous reduce must have
+    // dQ of a step with one staging buffer (kDqStages == 1): registers -> staging
+    // tile (pairs of columns) -> TMA reduce-add; the previous reduce must have
     // finished reading the tile.
     // dQ is issued before dK so that this runs under the dK product. (Running it
     // under the next step's S^T instead would leave a wgmma in flight across the
@@ -485,7 +486,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       }
     };
 
-    // dQ staging, deferred (split by columns, hd128; Traits::kDqStages == 2).
+    // dQ staging, deferred (split by columns, hd128, or rows, hd64;
+    // Traits::kDqStages == 2).
     // Step t's dQ goes to staging buffer t & 1 (both groups' tiles side by side,
     // 32 KiB; group g writes only its columns, i.e. its own TMA tile) under its
     // dK product, with no fence or barrier of its own; its reduce-add is issued
