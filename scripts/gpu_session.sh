@@ -5,8 +5,8 @@
 # STEPS picks steps (default: all, in order; "bench" is the benchmark): the
 # whole list takes longer than one 10-minute device call, so split it.
 # BIN_DIR holds flashattn_tests, flashattn (the CLI) and libflashattn_bench_shim.so
-# built for sm_90a. Logs go to OUT_DIR/logs.tar.gz (few files come back from a
-# device call), the benchmark to OUT_DIR/bench.{json,png}.
+# built for sm_90a. Logs go to OUT_DIR/logs.tar.gz, refreshed after every step (only
+# about 8 files come back from a device call), the benchmark to OUT_DIR/bench.{json,png}.
 set -uo pipefail
 bin=$1; out=$2; shift 2
 logs=$(mktemp -d)/logs
@@ -36,6 +36,8 @@ step() {  # step NAME SECONDS COMMAND...: run with a limit in $shards shards, lo
   if [ "$passed" -gt 0 ]; then echo "passed: $passed tests in $shards shards"; else tail -2 "$logs/$name.log"; fi
   grep -hE '^\[  FAILED  \] [A-Za-z].*\(' "$logs/$name.log" | sort -u | head -20
   grep -hE "ERROR SUMMARY" "$logs/$name.log" | sort | uniq -c
+  # Logs packed after every step: a call cut off by the device budget still returns them.
+  tar -czf "$out/logs.tar.gz" -C "$(dirname "$logs")" logs
   return 0
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$logs/gpu.txt"
