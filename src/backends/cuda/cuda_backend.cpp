@@ -144,7 +144,15 @@ cudaMemPool_t scratch_pool(int device) {
       cudaGetLastError();
       return nullptr;  // no pools here: the caller falls back to cudaMallocAsync
     }
+    // FLASHATTN_CUDA_POOL_KEEP_MB caps what the pool keeps across synchronisations
+    // (0: hand everything back, as the default pool does); unset or unparsable:
+    // no cap, the CPU backend's FLASHATTN_CPU_WORKSPACE_MB in spirit.
     uint64_t keep = UINT64_MAX;
+    if (const char* mb = std::getenv("FLASHATTN_CUDA_POOL_KEEP_MB"); mb != nullptr && *mb != '\0') {
+      char* end = nullptr;
+      const unsigned long long v = std::strtoull(mb, &end, 10);
+      if (*end == '\0' && v < (1ull << 44)) keep = uint64_t(v) << 20;
+    }
     cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
     pools[device] = pool;
   }
