@@ -1,9 +1,10 @@
 #include "backends/cpu/workspace.h"
 
-#include <cstdlib>
 #include <mutex>
 #include <new>
 #include <vector>
+
+#include "backends/env.h"
 
 namespace flashattn::detail::cpu {
 namespace {
@@ -22,13 +23,8 @@ void free_block(const Block& b) { ::operator delete(b.ptr, std::align_val_t(64))
 }  // namespace
 
 size_t Workspace::keep_bytes() {
-  static const size_t keep = [] {
-    const char* mb = std::getenv("FLASHATTN_CPU_WORKSPACE_MB");
-    if (mb == nullptr || *mb == '\0') return kKeepBytes;
-    char* end = nullptr;
-    const unsigned long long v = std::strtoull(mb, &end, 10);
-    return *end == '\0' ? static_cast<size_t>(v) << 20 : kKeepBytes;  // unparsable: default
-  }();
+  // Unset or unparsable: the default.
+  static const size_t keep = static_cast<size_t>(env_mebibytes("FLASHATTN_CPU_WORKSPACE_MB").value_or(kKeepBytes));
   return keep;
 }
 

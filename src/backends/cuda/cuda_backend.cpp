@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/env.h"
 #include "flashattn/error.h"
 #include "kernels/common/kernel_params.h"
 #include "kernels/sm80/launch.h"
@@ -147,12 +148,7 @@ cudaMemPool_t scratch_pool(int device) {
     // FLASHATTN_CUDA_POOL_KEEP_MB caps what the pool keeps across synchronisations
     // (0: hand everything back, as the default pool does); unset or unparsable:
     // no cap, the CPU backend's FLASHATTN_CPU_WORKSPACE_MB in spirit.
-    uint64_t keep = UINT64_MAX;
-    if (const char* mb = std::getenv("FLASHATTN_CUDA_POOL_KEEP_MB"); mb != nullptr && *mb != '\0') {
-      char* end = nullptr;
-      const unsigned long long v = std::strtoull(mb, &end, 10);
-      if (*end == '\0' && v < (1ull << 44)) keep = uint64_t(v) << 20;
-    }
+    uint64_t keep = env_mebibytes("FLASHATTN_CUDA_POOL_KEEP_MB").value_or(UINT64_MAX);
     cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
     pools[device] = pool;
   }

@@ -117,7 +117,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kHeadDim = Traits::kHeadDim;
   constexpr int kStages = Traits::kStages, kDqCols = Traits::kDqCols;
   constexpr bool kSplitN = Traits::kDqSplitN;
-  constexpr bool kDqShared = Traits::kDqShared;  // dQ spans both groups: all of dS, shared
   constexpr bool kDsFirst = Traits::kDsFirst;
   const BwdKernelParams& p = args.p;
   extern __shared__ __align__(1024) char smem_raw[];
@@ -405,10 +404,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     typename Traits::TiledMmadQ mma_dq;
     auto thr_sdp = mma_sdp.get_thread_slice(tidx);
     auto thr_dkv = mma_dkv.get_thread_slice(tidx);
-    // Split by columns (hd128) or rows (hd64), the dQ product spans both groups;
-    // split by keys (a 64-row step below hd128, no tile-table entry uses it) each
-    // group runs its own.
-    auto thr_dq = mma_dq.get_thread_slice(kDqShared ? tidx : tidx % 128);
+    // Split by columns (hd128) or rows (hd64), the dQ product spans both groups.
+    auto thr_dq = mma_dq.get_thread_slice(tidx);
 
     Tensor tSrK = thr_sdp.partition_fragment_A(sK);
     Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);     // (.., .., k, stage)
@@ -416,17 +413,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     Tensor tdPrdO = thr_sdp.partition_fragment_B(sdO);  // (.., .., k, stage)
     Tensor tdVrdO = thr_dkv.partition_fragment_B(sdOt);  // (.., .., k, stage)
     Tensor tdKrQ = thr_dkv.partition_fragment_B(sQt);    // (.., .., k, stage)
-    auto dq_operands = [&]() __attribute__((always_inline)) {
-      if constexpr (kDqShared) {
-        return make_tuple(thr_dq.partition_fragment_A(sdS), thr_dq.partition_fragment_B(sKt));
-      } else {
-        using Half = Shape<Int<kBlockM>, _64>;
-        Tensor sdS_g = local_tile(sdS(_, _, 0), Half{}, make_coord(_0{}, group));
-        Tensor sKt_g = local_tile(sKt, Shape<Int<kHeadDim>, _64>{}, make_coord(_0{}, group));
-        return make_tuple(thr_dq.partition_fragment_A(sdS_g), thr_dq.partition_fragment_B(sKt_g));
-      }
-    };
-    auto [tdQrdS, tdQrK] = dq_operands();
+    Tensor tdQrdS = thr_dq.partition_fragment_A(sdS);  // (.., .., k, buffer)
+    Tensor tdQrK = thr_dq.partition_fragment_B(sKt);
 
     Tensor acc_dk = partition_fragment_C(mma_dkv, Shape<Int<kBlockN>, Int<kHeadDim>>{});
     Tensor acc_dv = partition_fragment_C(mma_dkv, Shape<Int<kBlockN>, Int<kHeadDim>>{});
@@ -443,53 +431,25 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     static_assert(decltype(size<0>(coord))::value == 2, "two key rows per thread");
     const KeyRows key_rows(coord, mask, c0, seqlen_k);
 
-    // fp32 dQ staging of this group and its TMA reduce-add into the accumulator.
-    // The dQ product writes through SmemLayoutdQMma: split by columns or rows it
-    // spans both groups' tiles (group g's columns / rows are its tile), split by
-    // keys it is the group's own tile.
-    Tensor sdQ = make_tensor(make_smem_ptr(smem.dq.data() + group * cosize_v<typename Traits::SmemLayoutdQ>),
-                             typename Traits::SmemLayoutdQ{});
+    // fp32 dQ staging of both groups and their TMA reduce-adds into the
+    // accumulator. The dQ product writes through SmemLayoutdQMma, which spans
+    // both groups' tiles of a buffer (group g's columns / rows are its tile).
     Tensor tdQoff = thr_dq.partition_C(
         make_tensor(counting_iterator<int>{0}, typename Traits::SmemLayoutdQMma{}.layout_b()));
-    char* const sdQ_bytes =
-        reinterpret_cast<char*>(smem.dq.data() + (kDqShared ? 0 : group * cosize_v<typename Traits::SmemLayoutdQ>));
+    char* const sdQ_bytes = reinterpret_cast<char*>(smem.dq.data());
     const bool dq_leader = tidx % 128 == 0;
     const int rows_q = int(packed ? p.total_q : p.seqlen_q);
     Tensor mdQ = args.tma_dq.get_tma_tensor(make_shape(rows_q, kHeadDim, int(p.heads_q), batches));
     auto group_sync = [&]() { cutlass::arch::NamedBarrier::sync(128, 1 + group); };
 
     const int k0 = c0;  // first key of the block
-    // dQ of a step with one staging buffer (kDqStages == 1): registers -> staging
-    // tile (pairs of columns) -> TMA reduce-add; the previous reduce must have
-    // finished reading the tile.
-    // dQ is issued before dK so that this runs under the dK product. (Running it
-    // under the next step's S^T instead would leave a wgmma in flight across the
-    // loop's back edge, which ptxas answers by serialising the wgmma pipeline.)
-    auto reduce_dq = [&](const auto& acc_dq, int step) __attribute__((always_inline)) {
-      if (dq_leader) tma_store_wait<0>();
-      group_sync();
-      const uint32_t dq_base = opaque(uint32_t(tdQoff(0)));
-      CUTE_UNROLL
-      for (int e = 0; e < size(acc_dq); e += 2)
-        *reinterpret_cast<float2*>(sdQ_bytes + swizzled_byte_offset<float>(tdQoff, dq_base, e)) =
-            make_float2(acc_dq(e), acc_dq(e + 1));
-      cutlass::arch::fence_view_async_shared();
-      group_sync();
-      if (dq_leader) {
-        const int h = step_head(step), m_block = step_mblock(step);
-        Tensor gdQ = local_tile(domain_offset(make_coord(int(sl.q_offset), _0{}), mdQ(_, _, h, bb)),
-                                Shape<Int<Traits::kDqRows>, Int<kDqCols>>{},
-                                make_coord(Traits::kDqSplitM ? 2 * m_block + group : m_block, kSplitN ? group : 0));
-        auto cta = args.tma_dq.get_slice(_0{});
-        copy(args.tma_dq, cta.partition_S(sdQ), cta.partition_D(gdQ));
-        tma_store_arrive();
-      }
-    };
-
-    // dQ staging, deferred (split by columns, hd128, or rows, hd64;
-    // Traits::kDqStages == 2).
+    // dQ is issued before dK so that its staging runs under the dK product.
+    // (Running it under the next step's S^T instead would leave a wgmma in flight
+    // across the loop's back edge, which ptxas answers by serialising the wgmma
+    // pipeline.)
+    // dQ staging, deferred (split by columns, hd128, or rows, hd64).
     // Step t's dQ goes to staging buffer t & 1 (both groups' tiles side by side,
-    // 32 KiB; group g writes only its columns, i.e. its own TMA tile) under its
+    // 32 KiB; group g writes only its own TMA tile) under its
     // dK product, with no fence or barrier of its own; its reduce-add is issued
     // in step t + 1 under that step's dQ / dK products. Ordering, per buffer b:
     //  - writers: the 128 threads of group g, generic proxy (STS), step t, after
@@ -512,12 +472,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     // Per step and group this drops two 128-thread barriers and one fence
     // (MEMBAR + FENCE.VIEW.ASYNC, which waited for the staging stores) off the
     // end of the step, where they ran under dK only; the stores remain.
-    constexpr bool kDqDeferred = Traits::kDqStages == 2;
-    static_assert(!kDqDeferred || kDqShared, "the deferred staging is published by the 256-thread dS barrier");
+    static_assert(Traits::kDqStages == 2, "two staging buffers, published by the 256-thread dS barrier");
     constexpr int kDqBufElems = cosize_v<typename Traits::SmemLayoutdQ> * Traits::kConsumerGroups;
-    static_assert(!kDqDeferred || (kDqBufElems * sizeof(float) % 1024 == 0 &&
-                                   cosize_v<typename Traits::SmemLayoutdQMma> == kDqBufElems),
-                  "deferred: the product's view spans one buffer, each buffer 1024-byte aligned (the byte swizzle holds)");
+    static_assert(kDqBufElems * sizeof(float) % 1024 == 0 && cosize_v<typename Traits::SmemLayoutdQMma> == kDqBufElems,
+                  "the product's view spans one buffer, each buffer 1024-byte aligned (the byte swizzle holds)");
     auto stage_dq = [&](const auto& acc_dq, int buf) __attribute__((always_inline)) {
       const uint32_t dq_base = opaque(uint32_t(tdQoff(0)) + uint32_t(buf * kDqBufElems));
       CUTE_UNROLL
@@ -543,7 +501,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     for (int step = 0; step < n_steps; ++step) {
       const int s = step % kStages, phase = (step / kStages) & 1;
       const int h = step_head(step), m_block = step_mblock(step), m0 = m_block * kBlockM;
-      const int ds_buf = kDqShared ? step & 1 : 0;
+      const int ds_buf = step & 1;
 
       Tensor acc_s = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
       Barrier::wait(&smem.q_full[s], phase);
@@ -597,42 +555,33 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         pair[1] = rdS(e + 1);
         *reinterpret_cast<cutlass::Array<Element, 2>*>(sdS_bytes + swizzled_byte_offset<Element>(tdSoff_buf, ds_base, e)) = pair;
       }
-      // Generic-proxy writes, read by wgmma (dS^T) and, deferred, by the TMA
-      // reduce-add issued below (the previous step's dQ staging).
+      // Generic-proxy writes, read by wgmma (dS^T) and by the TMA reduce-add
+      // issued below (the previous step's dQ staging).
       cutlass::arch::fence_view_async_shared();
-      if constexpr (kDqDeferred) {
-        // The reduce-add of two steps ago has read the buffer this step writes.
-        if (dq_leader) tma_store_wait<0>();
-      }
-      if constexpr (kDqShared) cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads, 0);
-      else group_sync();
+      // The reduce-add of two steps ago has read the buffer this step writes.
+      if (dq_leader) tma_store_wait<0>();
+      cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads, 0);
 
       Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
-      if constexpr (kDqShared) wgmma_issue<true, false>(mma_dq, tdQrdS(_, _, _, ds_buf), tdQrK, acc_dq);
-      else wgmma_issue<true, false>(mma_dq, tdQrdS, tdQrK, acc_dq);
+      wgmma_issue<true, false>(mma_dq, tdQrdS(_, _, _, ds_buf), tdQrK, acc_dq);
       wgmma_issue<false, true>(mma_dkv, tdKrdS, tdKrQ(_, _, _, s), acc_dk);
-      if constexpr (kDqDeferred) {
-        // Under dQ and dK: the previous step's staging, published by the fence
-        // and barrier above.
-        if (dq_leader && step > 0) issue_dq(step - 1);
-      }
+      // Under dQ and dK: the previous step's staging, published by the fence and
+      // barrier above.
+      if (dq_leader && step > 0) issue_dq(step - 1);
       warpgroup_wait<1>();  // dV and dQ are in; dK runs under dQ's staging
       warpgroup_fence_operand(acc_dq);
-      if constexpr (kDqDeferred) stage_dq(acc_dq, step & 1);
-      else reduce_dq(acc_dq, step);
+      stage_dq(acc_dq, step & 1);
       warpgroup_wait<0>();
       warpgroup_fence_operand(acc_dv);
       warpgroup_fence_operand(acc_dk);
       Barrier::arrive(&smem.empty[s]);  // Q and dO of this stage are no longer read
     }
-    if constexpr (kDqDeferred) {
-      // The last step's staging: its fence, the group's barrier (group g wrote
-      // only its own tile), its reduce-add.
-      if (n_steps > 0) {
-        cutlass::arch::fence_view_async_shared();
-        group_sync();
-        if (dq_leader) issue_dq(n_steps - 1);
-      }
+    // The last step's staging: its fence, the group's barrier (group g wrote
+    // only its own tile), its reduce-add.
+    if (n_steps > 0) {
+      cutlass::arch::fence_view_async_shared();
+      group_sync();
+      if (dq_leader) issue_dq(n_steps - 1);
     }
     if (dq_leader) tma_store_wait<0>();
 

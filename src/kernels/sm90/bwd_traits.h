@@ -111,17 +111,17 @@ struct BwdTraits {
   // order its reuse).
   static constexpr bool kDqSplitN = kHeadDim >= 128;
   static constexpr bool kDqSplitM = !kDqSplitN && kBlockM == 128;
-  static constexpr bool kDqShared = kDqSplitN || kDqSplitM;  // the dQ product spans both groups
+  static_assert(kDqSplitN || kDqSplitM, "dQ split by columns or rows: 64 query rows per step need hd >= 128");
   static constexpr int kDqCols = kDqSplitN ? kHeadDim / 2 : kHeadDim;  // dQ columns per group
   static constexpr int kDqRows = kDqSplitM ? kBlockM / 2 : kBlockM;    // dQ rows per group
-  static constexpr int kDsStages = kDqShared && !kByProduct ? 2 : 1;
+  static constexpr int kDsStages = kByProduct ? 1 : 2;
   // dQ staging buffers (by keys). Split by columns (hd128): two, and a step's
   // staging is written under its dK product with no fence or barrier of its
   // own; the next step's dS^T fence and 256-thread barrier publish it to the
   // TMA reduce-add, issued under that step's dQ / dK (bwd_kernel.cuh, "dQ
   // staging, deferred"). Shared memory at hd128: 198656 + 32768 = 231424 B of
   // the 232448. Split by rows (hd64) the same, two 32 KiB buffers: 232448 B.
-  static constexpr int kDqStages = kDqShared && !kByProduct ? 2 : 1;
+  static constexpr int kDqStages = kByProduct ? 1 : 2;
   // dS formed from the fp32 P before P's 16-bit copy and dV's issue. At 128 rows
   // S^T and dP^T (64 + 64 registers) beside dK and dV leave no room for the
   // 16-bit P while the fp32 P is still live (v2's order spilled 52-72 bytes);
@@ -145,7 +145,7 @@ struct BwdTraits {
   // By product each group runs its own column half.
   using TiledMmadQ = decltype(make_tiled_mma(
       GMMA::ss_op_selector<Element, Element, float,
-                           Shape<Int<kDqRows>, Int<kDqCols>, Int<kDqShared ? kBlockN : 64>>,
+                           Shape<Int<kDqRows>, Int<kDqCols>, Int<kBlockN>>,
                            GMMA::Major::MN, GMMA::Major::MN>(),
       Layout<Shape<Int<kDqSplitM ? 2 : 1>, Int<kDqSplitN && !kByProduct ? 2 : 1>, _1>>{}));
 
