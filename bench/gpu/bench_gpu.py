@@ -52,33 +52,46 @@ class Flashattn:
         stride = (ctypes.c_int64 * 4)(s[0], s[2], s[1], s[3])
         return shape, stride
 
-    def forward(self, q, k, v, out, lse=None, causal=False, window=(-1, -1), softcap=0.0):
+    def forward_call(self, q, k, v, out, lse=None, causal=False, window=(-1, -1), softcap=0.0):
+        """A callable that runs this forward. The ctypes arguments are built once:
+        marshalling 24 of them per call costs Python 15-30 us (more than the C API's
+        own ~8 us, bench/gpu/host_overhead.py), which a C++ caller never pays."""
         args = []
         for t in (q, k, v, out):
             shape, stride = self._bshd(t)
             args += [ctypes.c_void_p(t.data_ptr()), shape, stride]
         dtype = 1 if q.dtype == torch.float16 else 2
         stream = torch.cuda.current_stream().cuda_stream
-        rc = self.lib.fa_forward(*args, ctypes.c_void_p(lse.data_ptr() if lse is not None else 0),
-                                 dtype, q.device.index or 0, int(causal), window[0], window[1],
-                                 softcap, 0.0, 0, ctypes.c_void_p(stream), self.err, 1024)
-        if rc != 0:
-            raise RuntimeError(self.err.value.decode())
+        args += [ctypes.c_void_p(lse.data_ptr() if lse is not None else 0), dtype, q.device.index or 0,
+                 int(causal), window[0], window[1], softcap, 0.0, 0, ctypes.c_void_p(stream), self.err, 1024]
+        return self._checked(self.lib.fa_forward, args)
 
+    def forward(self, q, k, v, out, lse=None, causal=False, window=(-1, -1), softcap=0.0):
+        self.forward_call(q, k, v, out, lse, causal, window, softcap)()
 
-    def backward(self, do, q, k, v, out, lse, dq, dk, dv, causal=False, deterministic=False):
-        """All tensors [B, H, N, D] with the same strides (q's for dq/dout/out)."""
+    def backward_call(self, do, q, k, v, out, lse, dq, dk, dv, causal=False, deterministic=False):
+        """All tensors [B, H, N, D] with the same strides (q's for dq/dout/out); as forward_call."""
         qs, qst = self._bshd(q)
         ks, kst = self._bshd(k)
         vs, vst = self._bshd(v)
         ptr = lambda t: ctypes.c_void_p(t.data_ptr())
         dtype = 1 if q.dtype == torch.float16 else 2
         stream = torch.cuda.current_stream().cuda_stream
-        rc = self.lib.fa_backward(ptr(do), ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse), ptr(dq), ptr(dk),
-                                  ptr(dv), qs, qst, ks, kst, vs, vst, dtype, q.device.index or 0,
-                                  int(causal), int(deterministic), ctypes.c_void_p(stream), self.err, 1024)
-        if rc != 0:
-            raise RuntimeError(self.err.value.decode())
+        args = [ptr(do), ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse), ptr(dq), ptr(dk), ptr(dv), qs, qst, ks,
+                kst, vs, vst, dtype, q.device.index or 0, int(causal), int(deterministic),
+                ctypes.c_void_p(stream), self.err, 1024]
+        return self._checked(self.lib.fa_backward, args)
+
+    def backward(self, do, q, k, v, out, lse, dq, dk, dv, causal=False, deterministic=False):
+        self.backward_call(do, q, k, v, out, lse, dq, dk, dv, causal, deterministic)()
+
+    def _checked(self, fn, args):
+        err = self.err
+
+        def call():
+            if fn(*args) != 0:
+                raise RuntimeError(err.value.decode())
+        return call
 
 
 def time_ms(fn, warmup, repeats):
@@ -139,13 +152,12 @@ def main():
                 with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
                     ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
                 row["max_abs_diff_vs_flash"] = (out.float() - ref.float()).abs().max().item()
-                row["ours_fwd_ms"] = time_ms(lambda: fa.forward(q, k, v, out, lse, causal=causal),
-                                             args.warmup, args.repeats)
+                ours_fwd = fa.forward_call(q, k, v, out, lse, causal=causal)
+                row["ours_fwd_ms"] = time_ms(ours_fwd, args.warmup, args.repeats)
                 if args.sm80_too:
                     # The portable kernel on the same problem (dispatch would pick the Hopper one).
                     os.environ["FLASHATTN_FORCE_SM80"] = "1"
-                    row["ours_sm80_fwd_ms"] = time_ms(lambda: fa.forward(q, k, v, out, lse, causal=causal),
-                                                      args.warmup, args.repeats)
+                    row["ours_sm80_fwd_ms"] = time_ms(ours_fwd, args.warmup, args.repeats)
                     del os.environ["FLASHATTN_FORCE_SM80"]
                 if not args.fwd_only:
                     do = torch.randn_like(q)
@@ -158,19 +170,16 @@ def main():
                     row["max_abs_diff_dq_vs_flash"] = (dq.float() - rq.float()).abs().max().item()
                     row["max_abs_diff_dk_vs_flash"] = (dk.float() - rk.float()).abs().max().item()
                     row["max_abs_diff_dv_vs_flash"] = (dv.float() - rv.float()).abs().max().item()
-                    row["ours_bwd_ms"] = time_ms(
-                        lambda: fa.backward(do, q, k, v, out, lse, dq, dk, dv, causal=causal),
-                        args.warmup, args.repeats)
+                    ours_bwd = fa.backward_call(do, q, k, v, out, lse, dq, dk, dv, causal=causal)
+                    row["ours_bwd_ms"] = time_ms(ours_bwd, args.warmup, args.repeats)
                     if args.sm80_too:
                         os.environ["FLASHATTN_FORCE_SM80"] = "1"
-                        row["ours_sm80_bwd_ms"] = time_ms(
-                            lambda: fa.backward(do, q, k, v, out, lse, dq, dk, dv, causal=causal),
-                            args.warmup, args.repeats)
+                        row["ours_sm80_bwd_ms"] = time_ms(ours_bwd, args.warmup, args.repeats)
                         del os.environ["FLASHATTN_FORCE_SM80"]
                     if args.deterministic:
                         row["ours_bwd_det_ms"] = time_ms(
-                            lambda: fa.backward(do, q, k, v, out, lse, dq, dk, dv, causal=causal,
-                                                deterministic=True), args.warmup, args.repeats)
+                            fa.backward_call(do, q, k, v, out, lse, dq, dk, dv, causal=causal, deterministic=True),
+                            args.warmup, args.repeats)
                 peers = () if args.no_peers else (("flash", SDPBackend.FLASH_ATTENTION),
                                                    ("cudnn", SDPBackend.CUDNN_ATTENTION))
                 for name, backend in peers:

@@ -25,8 +25,8 @@ for d, n, causal in [(128, 512, 0), (128, 1024, 0), (64, 512, 0), (128, 16384, 0
             return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
     with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
         o_c = F.scaled_dot_product_attention(qr, kr, vr, is_causal=bool(causal))
-    fns = {"ours_fwd": lambda: fa.forward(q, k, v, out, lse, causal=causal),
-           "ours_bwd": lambda: fa.backward(do, q, k, v, out, lse, dq, dk, dv, causal=causal),
+    fns = {"ours_fwd": fa.forward_call(q, k, v, out, lse, causal=causal),
+           "ours_bwd": fa.backward_call(do, q, k, v, out, lse, dq, dk, dv, causal=causal),
            "cudnn_fwd": cud_f,
            "cudnn_bwd": lambda: torch.autograd.grad(o_c, (qr, kr, vr), do, retain_graph=True)}
     for name, fn in fns.items():
