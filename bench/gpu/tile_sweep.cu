@@ -26,9 +26,10 @@ int main(int argc, char** argv) {
   sweep::for_each_problem(sweep::seqlens(argc, argv), [](const Problem& pr) {
     const int64_t D = pr.D;
     std::vector<uint16_t> first;
-#if defined(FLASHATTN_SWEEP_SHORT)  // the table's shapes only (quick A/B builds of a kernel change)
+#if defined(FLASHATTN_SWEEP_SHORT)  // the candidate shapes only (quick A/B builds of a kernel change)
     if (D == 64) {
       run<64, 128, 64, 4>(pr, "128x64 w4", &first);
+      run<64, 128, 128, 4>(pr, "128x128 w4", &first);
     } else if (D == 128) {
       run<128, 128, 32, 4>(pr, "128x32 w4", &first);
       run<128, 128, 64, 4>(pr, "128x64 w4", &first);

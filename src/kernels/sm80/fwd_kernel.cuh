@@ -128,9 +128,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     copy_tile<decltype(check_rows)::value>(gmem_copy, gmem_thr.partition_S(k_tile(n_block)), tKsK, tKcK,
                                            qk_col_ok, seqlen_k - n_block * kBlockN);
   };
-  auto load_v = [&](int n_block) {
-    copy_tile(gmem_copy, gmem_thr.partition_S(v_tile(n_block)), tVsV, tKcK, v_col_ok,
-              seqlen_k - n_block * kBlockN);
+  auto load_v = [&](auto check_rows, int n_block) {
+    copy_tile<decltype(check_rows)::value>(gmem_copy, gmem_thr.partition_S(v_tile(n_block)), tVsV, tKcK,
+                                           v_col_ok, seqlen_k - n_block * kBlockN);
   };
 
   // Tensor-core partitions.
@@ -171,22 +171,29 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   Tensor o_rc = make_tensor(acc_o.data(), acc_rowcol(acc_o.layout()));
 
   // Tiles that cut the mask (or the sequence end) need per-score checks; the
-  // others, usually all but one or two per row block, skip them.
+  // others, usually all but one or two per row block, skip them. The visible
+  // band makes the whole tiles one range [n_full_begin, n_full_end), found
+  // once here so that no 64-bit mask state stays live in the loop (at 128 x 64
+  // tiles those registers were what spilled).
   const detail::Mask block_mask(seqlen_q, seqlen_k, p.window_left, p.window_right);
   const int m_end = min(m0 + kBlockM, seqlen_q);
+  const int n_full_begin = (int(block_mask.col_begin(m_end - 1)) + kBlockN - 1) / kBlockN;
+  const int n_full_end = int(block_mask.col_end(m0)) / kBlockN;  // col_end is at most seqlen_k
   for (int n_block = n_block_max - 1; n_block >= n_block_min; --n_block) {
     Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockN>>{});
     clear(acc_s);
     cute::cp_async_wait<0>();
     __syncthreads();
-    load_v(n_block);
+    // Only the tile holding the sequence end has rows to test.
+    if ((n_block + 1) * kBlockN <= seqlen_k) load_v(std::false_type{}, n_block);
+    else load_v(std::true_type{}, n_block);
     cute::cp_async_fence();
 
     gemm_ss(acc_s, tSrQ, tSrK, tSsQ, tSsK, tiled_mma, smem_copy_q, smem_copy_k, smem_thr_q, smem_thr_k);
 
     Tensor s = make_tensor(acc_s.data(), acc_rowcol(acc_s.layout()));
     const int n0 = n_block * kBlockN;
-    if (!block_mask.tile_full(m0, m_end, n0, n0 + kBlockN))
+    if (n_block < n_full_begin || n_block >= n_full_end)
       apply_scores<kMods, true>(s, coord, p, seqlen_q, seqlen_k, slope, m0, n0);
     else if constexpr (kMods)
       apply_scores<kMods, false>(s, coord, p, seqlen_q, seqlen_k, slope, m0, n0);

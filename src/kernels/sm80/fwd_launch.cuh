@@ -30,8 +30,10 @@ cudaError_t launch_fwd(const FwdKernelParams& p, cudaStream_t stream) {
 // general variant; plain attention folds the scale into exp2.
 template <int kHeadDim, typename Element>
 cudaError_t run_fwd(const FwdKernelParams& p, cudaStream_t stream) {
+  constexpr TileConfig m = tile_config(kHeadDim, true);
   using Traits = FwdTraits<kHeadDim, Element>;
-  return detail::needs_score_mods(p) ? launch_fwd<Traits, true>(p, stream) : launch_fwd<Traits, false>(p, stream);
+  using TraitsMods = FwdTraits<kHeadDim, Element, m.block_m, m.block_n, m.warps, m.skip_rescale>;
+  return detail::needs_score_mods(p) ? launch_fwd<TraitsMods, true>(p, stream) : launch_fwd<Traits, false>(p, stream);
 }
 
 }  // namespace flashattn::sm80

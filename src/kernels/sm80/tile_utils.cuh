@@ -74,23 +74,30 @@ __device__ __forceinline__ auto convert_fragment(const Fragment& src) {
   return dst;
 }
 
-// Global -> shared copy of a (rows, head dim) tile: rows past `valid_rows` and
-// columns whose predicate is false are zero-filled, never read. kCheckRows = false
-// is for tiles known to be whole (no row test in the main loop).
+// 16-byte cp.async that zero-fills the destination and reads nothing when
+// !valid (src-size 0): one predicated instruction instead of a branch per chunk.
+__device__ __forceinline__ void cp_async_16_zfill(void* smem, const void* gmem, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
+               "r"(valid ? 16 : 0));
+#endif
+}
+
+// Global -> shared copy of a (rows, head dim) tile, partitioned by a tiled copy of
+// 16-byte chunks: rows past `valid_rows` and columns whose predicate is false are
+// zero-filled, never read. kCheckRows = false is for tiles known to be whole.
 template <bool kCheckRows = true, typename TiledCopy, typename S, typename D, typename C, typename P>
-__device__ __forceinline__ void copy_tile(const TiledCopy& tc, const S& src, D&& dst, const C& coord,
+__device__ __forceinline__ void copy_tile(const TiledCopy&, const S& src, D&& dst, const C& coord,
                                           const P& col_ok, int valid_rows) {
+  static_assert(decltype(size<0>(src))::value * sizeof(typename S::value_type) == 16,
+                "one 16-byte chunk per (row, column) step");
   CUTE_UNROLL
   for (int m = 0; m < size<1>(src); ++m) {
-    if (!kCheckRows || get<0>(coord(0, m, 0)) < valid_rows) {
-      CUTE_UNROLL
-      for (int k = 0; k < size<2>(src); ++k) {
-        if (col_ok(k)) cute::copy(tc, src(_, m, k), dst(_, m, k));
-        else cute::clear(dst(_, m, k));
-      }
-    } else {
-      cute::clear(dst(_, m, _));
-    }
+    const bool row_ok = !kCheckRows || get<0>(coord(0, m, 0)) < valid_rows;
+    CUTE_UNROLL
+    for (int k = 0; k < size<2>(src); ++k)
+      cp_async_16_zfill(&dst(0, m, k), &src(0, m, k), row_ok && col_ok(k));
   }
 }
 
