@@ -11,7 +11,7 @@ set -uo pipefail
 bin=$1; out=$2; shift 2
 logs=$(mktemp -d)/logs
 mkdir -p "$out" "$logs"
-steps=" ${STEPS:-hopper_tests gpu_tests gpu_tests_sm80 cli_check gpu_large memcheck racecheck synccheck bench} "
+steps=" ${STEPS:-hopper_tests gpu_tests gpu_tests_sm80 cli_check gpu_large memcheck memcheck_sm80 racecheck_sm80 racecheck synccheck bench} "
 shards=${SHARDS:-8}  # test steps run as this many GoogleTest shards at once: the
 # float64 oracles are serial per case and dominate the suite's time, the GPU is idle.
 step() {  # step NAME SECONDS COMMAND...: run with a limit in $shards shards, log, summarise
@@ -50,6 +50,12 @@ shards=1 step cli_check 120 "$bin/flashattn" check --backend cuda --trials 300
 shards=1 step gpu_large 200 env FLASHATTN_LARGE_TESTS=1 "$bin/flashattn_tests" --gtest_filter='CudaLarge.*'
 step memcheck 180 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/flashattn_tests" \
   --gtest_filter='HeadDims/Cuda*.*hdim64*:Varlen/Cuda*.*:Hopper/Cuda*.*hdim64*:CudaGraph.*' --gtest_brief=1
+# The portable kernels on the same small cases (on an H200 dispatch picks the Hopper ones):
+# partial tiles, odd lengths and packed batches exercise the zero-filled copies.
+step memcheck_sm80 180 env FLASHATTN_FORCE_SM80=1 compute-sanitizer --tool memcheck --error-exitcode 9 \
+  "$bin/flashattn_tests" --gtest_filter='HeadDims/Cuda*.*hdim64*:Varlen/Cuda*.*:Lengths/Cuda*.*:Masks/Cuda*.*' --gtest_brief=1
+step racecheck_sm80 180 env FLASHATTN_FORCE_SM80=1 compute-sanitizer --tool racecheck --error-exitcode 9 \
+  "$bin/flashattn_tests" --gtest_filter='HeadDims/Cuda*.*hdim128_causal*:Lengths/Cuda*.*' --gtest_brief=1
 step racecheck 180 compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/flashattn_tests" \
   --gtest_filter='HeadDims/Cuda*.*hdim128_causal*:Hopper/Cuda*.*hdim128_full_bf16*:Hopper/Cuda*.*hdim128_packed_causal*' --gtest_brief=1
 step synccheck 180 compute-sanitizer --tool synccheck --error-exitcode 9 "$bin/flashattn_tests" \
