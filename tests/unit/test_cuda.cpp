@@ -124,6 +124,10 @@ std::vector<Case> hopper_cases() {
     cases.push_back(Case(n + "causal_sk_gt_sq").seq(100, 1030).heads(2, 1).dims(d, d).causal_mask());
     cases.push_back(Case(n + "window").seq(700, 700).heads(2, 2).dims(d, d).win(128, 0));
     cases.push_back(Case(n + "window_both").seq(333, 777).heads(2, 2).dims(d, d).win(64, 31));
+    // Past the short-sequence tiles (hd64 causal-like masks take 128-row blocks up to
+    // seqlen_q 1024, the table's 192 rows beyond): masks on the table's shape too.
+    cases.push_back(Case(n + "causal_long").seq(1100, 1100).heads(2, 1).dims(d, d).causal_mask());
+    cases.push_back(Case(n + "window_long").seq(1100, 1300).heads(2, 2).dims(d, d).win(200, 50));
     cases.push_back(Case(n + "tiny").batch(3).seq(1, 7).heads(2, 2).dims(d, d));
     cases.push_back(Case(n + "mqa").seq(256, 384).heads(8, 1).dims(d, d).causal_mask());
     cases.push_back(Case(n + "one_key").seq(200, 1).heads(2, 2).dims(d, d).causal_mask());

@@ -89,11 +89,19 @@ cudaError_t launch_fwd(const FwdKernelParams& p, cudaStream_t stream) {
 }
 
 // Softcap and ALiBi (and a non-positive scale) take the kernel with per-score
-// work; dropout never reaches this kernel (dispatch.cpp).
+// work; dropout never reaches this kernel (dispatch.cpp). Plain attention with a
+// causal-like mask on short sequences takes shorter blocks where the table says
+// so (short_causal_rows, fwd_traits.h).
 template <int kHeadDim, typename Element>
 cudaError_t run_fwd(const FwdKernelParams& p, cudaStream_t stream) {
   using Traits = FwdTraits<kHeadDim, Element>;
-  return detail::needs_score_mods(p) ? launch_fwd<Traits, true>(p, stream) : launch_fwd<Traits, false>(p, stream);
+  if (detail::needs_score_mods(p)) return launch_fwd<Traits, true>(p, stream);
+  constexpr int kShortRows = short_causal_rows(kHeadDim);
+  if constexpr (kShortRows > 0) {
+    if (p.window_right >= 0 && p.seqlen_q <= kShortCausalMaxSeqlen)
+      return launch_fwd<FwdTraits<kHeadDim, Element, kShortRows>, false>(p, stream);
+  }
+  return launch_fwd<Traits, false>(p, stream);
 }
 
 }  // namespace flashattn::sm90

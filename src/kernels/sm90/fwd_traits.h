@@ -62,6 +62,16 @@ constexpr TileConfig tile_config(int head_dim) {
                            : TileConfig{128, 64, 2, true, true, false};
 }
 
+// Short causal sequences: query rows per block when a causal-like mask
+// (window_right >= 0) meets seqlen_q <= kShortCausalMaxSeqlen; 0 keeps the
+// table's. At hd64 the 192-row blocks compute about a third more masked products
+// than 128-row ones at N <= 1024 (the diagonal tiles are taller); kernel time,
+// two runs (bench/results/2026-11-29_h200_sm90_hd64_short_causal_s7.txt): causal
+// N = 512 184-187 -> 196-205 TFLOP/s, 1024 257 -> 283-287; from N = 2048 on, and
+// without a causal mask at any N, 192 rows stay ahead (376 vs 361 at 2048).
+constexpr int kShortCausalMaxSeqlen = 1024;
+constexpr int short_causal_rows(int head_dim) { return head_dim <= 64 ? 128 : 0; }
+
 // Largest dynamic shared memory of one block on sm90 (227 KiB).
 constexpr int kMaxSmemBytes = 232448;
 
