@@ -138,8 +138,8 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
     if (tidx < kBlockM) {
       const int i = m0 + tidx;
       const bool in = i < seqlen_q;
-      cp_async_f32(s_lse + stage * kBlockM + tidx, in ? p.lse + sl.lse_index(p, b, h, i) : p.lse, in);
-      cp_async_f32(s_d + stage * kBlockM + tidx, in ? p.row_dot + row_slot(p, sl, b, h, i) : p.row_dot, in);
+      cp_async_zfill<4>(s_lse + stage * kBlockM + tidx, in ? p.lse + sl.lse_index(p, b, h, i) : p.lse, in);
+      cp_async_zfill<4>(s_d + stage * kBlockM + tidx, in ? p.row_dot + row_slot(p, sl, b, h, i) : p.row_dot, in);
     }
     cute::cp_async_fence();
   };

@@ -74,13 +74,19 @@ __device__ __forceinline__ auto convert_fragment(const Fragment& src) {
   return dst;
 }
 
-// 16-byte cp.async that zero-fills the destination and reads nothing when
-// !valid (src-size 0): one predicated instruction instead of a branch per chunk.
-__device__ __forceinline__ void cp_async_16_zfill(void* smem, const void* gmem, bool valid) {
+// cp.async of kBytes that zero-fills the destination and reads nothing when
+// !valid (src-size 0): one predicated instruction instead of a branch. 16-byte
+// copies bypass L1 (.cg); smaller ones must go through it (.ca).
+template <int kBytes>
+__device__ __forceinline__ void cp_async_zfill(void* smem, const void* gmem, bool valid) {
+  static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16, "cp.async copies 4, 8 or 16 bytes");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
-               "r"(valid ? 16 : 0));
+  if constexpr (kBytes == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(gmem), "n"(kBytes),
+                 "r"(valid ? kBytes : 0));
 #endif
 }
 
@@ -97,17 +103,8 @@ __device__ __forceinline__ void copy_tile(const TiledCopy&, const S& src, D&& ds
     const bool row_ok = !kCheckRows || get<0>(coord(0, m, 0)) < valid_rows;
     CUTE_UNROLL
     for (int k = 0; k < size<2>(src); ++k)
-      cp_async_16_zfill(&dst(0, m, k), &src(0, m, k), row_ok && col_ok(k));
+      cp_async_zfill<16>(&dst(0, m, k), &src(0, m, k), row_ok && col_ok(k));
   }
-}
-
-// 4-byte cp.async of one float; reads nothing and writes 0 when !valid.
-__device__ __forceinline__ void cp_async_f32(float* smem, const float* gmem, bool valid) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem),
-               "r"(valid ? 4 : 0));
-#endif
 }
 
 // The same partitioned shared-memory tensor `offset` elements further on: the
