@@ -4,13 +4,9 @@
 //     tools/host_checks/sm90_bwd_hd128_dq_staging.cu -o /tmp/sm90_bwd_hd128_dq_staging && /tmp/sm90_bwd_hd128_dq_staging
 // Host checks of the hd128 double-buffered dQ staging (sm90 backward v6; not run on a GPU):
 //  1. shared storage: the two buffers fit, 1024-byte aligned, total within 232448 B;
-//  2. offsets: for both buffers and every consumer thread (0-255, both groups), the
-//     kernel's swizzled_byte_offset of each dQ accumulator element (the dQ product's C
-//     partition over SmemLayoutdQMma, base + buffer * kDqBufElems) equals the byte
-//     address CuTe's swizzled pointer gives that element in the TMA tile the leader
-//     reduce-adds (SmemLayoutdQ at dq + (buffer * 2 + group) * tile); group g writes
-//     only its own tile; every element of each buffer written exactly once; the pairs of
-//     the 64-bit stores adjacent;
+//  2. offsets (dq_staging_offsets.h, shared with hd64): every dQ accumulator element
+//     of both buffers lands where its group's TMA tile (columns [64g, 64g + 64)) has
+//     it, once, in adjacent float2 pairs;
 //  3. protocol: the kernel's per-step order (fence, leader's wait_group.read 0, barrier,
 //     issue of step t - 1's reduce-add, stores of step t into buffer t & 1; after the
 //     loop fence, barrier, last issue) replayed with reads that complete only when waited
@@ -19,6 +15,7 @@
 //     known complete.
 #include <cstdio>
 #include <vector>
+#include "dq_staging_offsets.h"
 #include "kernels/sm90/bwd_kernel.cuh"
 using namespace cute;
 using namespace flashattn::sm90;
@@ -44,35 +41,7 @@ int run(const char* name) {
       dq_bytes != size_t(Tr::kDqStages) * kBuf * sizeof(float) || cosize_v<typename Tr::SmemLayoutdQMma> != kBuf)
     ++bad;
 
-  typename Tr::TiledMmadQ mma_dq;
-  auto lmma = typename Tr::SmemLayoutdQMma{};
-  auto ldq = typename Tr::SmemLayoutdQ{};
-  std::vector<int> hits(size_t(Tr::kDqStages) * kBuf, 0);
-  for (int buf = 0; buf < Tr::kDqStages; ++buf)
-    for (int t = 0; t < Tr::kConsumerThreads; ++t) {
-      const int group = t / 128;
-      auto thr = mma_dq.get_thread_slice(t);
-      Tensor off = thr.partition_C(make_tensor(counting_iterator<int>{0}, lmma.layout_b()));
-      Tensor cid = thr.partition_C(make_identity_tensor(Shape<Int<Tr::kBlockM>, Int<Tr::kHeadDim>>{}));
-      const uint32_t base = uint32_t(off(0)) + uint32_t(buf * kBuf);  // the kernel's stage_dq
-      for (int e = 0; e < size(off); ++e) {
-        ++checks;
-        const int row = get<0>(cid(e)), col = get<1>(cid(e));
-        const uint32_t b = swizzled_byte_offset<float>(off, base, e);  // the kernel's function
-        if (col / Tr::kDqCols != group) ++bad;                         // own columns = own tile
-        // Where the leader's TMA reads (row, col): its tile's swizzled pointer.
-        Tensor sdq = make_tensor(
-            make_smem_ptr(reinterpret_cast<float*>(arena) + (buf * Tr::kConsumerGroups + group) * kTile), ldq);
-        const int want = int(reinterpret_cast<char*>(&sdq(row, col - group * Tr::kDqCols)) - arena);
-        if (int(b) != want) {
-          if (bad < 5) printf("  bad buf%d t%d e%d (%d,%d): %u vs %d\n", buf, t, e, row, col, b, want);
-          ++bad;
-        }
-        if (b / 4 < hits.size()) hits[b / 4]++; else ++bad;
-        if (e % 2 == 1 && b != swizzled_byte_offset<float>(off, base, e - 1) + 4) ++bad;  // float2 pairs
-      }
-    }
-  for (int h : hits) if (h != 1) ++bad;
+  bad += check_dq_staging_offsets<Tr>(arena, checks);
   printf("  staging offsets: %ld checks, %d bad so far\n", checks, bad);
 
   // Protocol replay (one group; the other is the same with its own tiles and leader).
