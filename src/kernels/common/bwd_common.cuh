@@ -101,7 +101,8 @@ __device__ __forceinline__ void score_grad(const BwdKernelParams& p, float qk, f
                                            int diag_offset, bool visible, bool keep, float& p_out,
                                            float& ds_out) {
   constexpr float kLog2e = 1.4426950408889634f;
-  float x = qk, dtanh = 1.f;
+  // The exponent as one fma, x * (scale or log2 e) - lse, in log2 units.
+  float x = qk, dtanh = 1.f, to_log2 = p.scale_log2;
   if constexpr (kMods) {
     x *= p.softmax_scale;
     if (p.softcap > 0.f) {
@@ -110,11 +111,9 @@ __device__ __forceinline__ void score_grad(const BwdKernelParams& p, float qk, f
       dtanh = 1.f - t * t;
     }
     if (p.alibi_slopes) x -= slope * float(abs(i + diag_offset - j));
-    x *= kLog2e;
-  } else {
-    x *= p.scale_log2;
+    to_log2 = kLog2e;
   }
-  const float prob = visible ? exp2f(x - lse_log2) : 0.f;
+  const float prob = visible ? exp2f(fmaf(x, to_log2, -lse_log2)) : 0.f;
   float pd = prob;
   if (kMods && p.dropout_p > 0.f) {
     pd = keep ? prob * p.rng.keep_scale : 0.f;
