@@ -68,9 +68,10 @@ __global__ void row_dot_kernel(const __grid_constant__ BwdKernelParams p) {
       *reinterpret_cast<float4*>(p.dq_accum + slot * p.head_dim_qk + c) = make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
-// dQ = the fp32 accumulator in dQ's dtype (the scale is already in dS), a lane
-// group per row (row_lanes of head_dim_qk), 8 columns per lane and step.
-template <typename Element>
+// dQ = the fp32 accumulator in dQ's dtype, times the softmax scale where the
+// kernel that summed it left the scale out of dS (kScale: the sm80 backward), a
+// lane group per row (row_lanes of head_dim_qk), 8 columns per lane and step.
+template <typename Element, bool kScale = false>
 __global__ void dq_convert_kernel(const __grid_constant__ BwdKernelParams p) {
   const int lanes = row_lanes(p.head_dim_qk);
   const int t = blockIdx.x * blockDim.x + threadIdx.x, sub = threadIdx.x % lanes;
@@ -87,40 +88,48 @@ __global__ void dq_convert_kernel(const __grid_constant__ BwdKernelParams p) {
     uint4 out;
     Element* oe = reinterpret_cast<Element*>(&out);
     #pragma unroll
-    for (int e = 0; e < 8; ++e) oe[e] = Element(v[e]);
+    for (int e = 0; e < 8; ++e) oe[e] = Element(kScale ? v[e] * p.softmax_scale : v[e]);
     *reinterpret_cast<uint4*>(dq + c) = out;
   }
 }
 
 // The score gradient of one (query i, key j): from the raw q.k and dO.v
-// accumulators to the dropped-out probability (for dV) and dS * scale (for dQ,
-// dK). p is exactly 0 for masked scores, and then so is dS.
+// accumulators to the dropped-out probability (for dV) and dS without the
+// softmax scale (for dQ and dK, whose sums the kernels scale once at the end:
+// one multiply per output element instead of one per score). Without score
+// modifiers the caller masks by passing qk = -inf (exp2 gives exactly 0, and
+// `visible` is not read); with them, masked scores pass visible = false, since
+// softcap and ALiBi would turn -inf into a finite score. p = 0 gives dS = 0
+// for the finite dp and d every in-range row and key has (rows and keys past
+// the sequence read zeros).
 template <bool kMods>
 __device__ __forceinline__ void score_grad(const BwdKernelParams& p, float qk, float dp,
                                            float lse_log2, float d, float slope, int i, int j,
                                            int diag_offset, bool visible, bool keep, float& p_out,
                                            float& ds_out) {
   constexpr float kLog2e = 1.4426950408889634f;
-  // The exponent as one fma, x * (scale or log2 e) - lse, in log2 units.
-  float x = qk, dtanh = 1.f, to_log2 = p.scale_log2;
-  if constexpr (kMods) {
-    x *= p.softmax_scale;
+  if constexpr (!kMods) {
+    // x * scale - lse in log2 units, as one fma.
+    const float prob = exp2f(fmaf(qk, p.scale_log2, -lse_log2));
+    p_out = prob;
+    ds_out = prob * (dp - d);
+  } else {
+    float x = qk * p.softmax_scale, dtanh = 1.f;
     if (p.softcap > 0.f) {
       const float t = tanhf(x / p.softcap);
       x = p.softcap * t;
       dtanh = 1.f - t * t;
     }
     if (p.alibi_slopes) x -= slope * float(abs(i + diag_offset - j));
-    to_log2 = kLog2e;
+    const float prob = visible ? exp2f(fmaf(x, kLog2e, -lse_log2)) : 0.f;
+    float pd = prob;
+    if (p.dropout_p > 0.f) {
+      pd = keep ? prob * p.rng.keep_scale : 0.f;
+      dp = keep ? dp * p.rng.keep_scale : 0.f;
+    }
+    p_out = pd;
+    ds_out = prob * (dp - d) * dtanh;
   }
-  const float prob = visible ? exp2f(fmaf(x, to_log2, -lse_log2)) : 0.f;
-  float pd = prob;
-  if (kMods && p.dropout_p > 0.f) {
-    pd = keep ? prob * p.rng.keep_scale : 0.f;
-    dp = keep ? dp * p.rng.keep_scale : 0.f;
-  }
-  p_out = pd;
-  ds_out = prob == 0.f ? 0.f : prob * (dp - d) * dtanh * p.softmax_scale;
 }
 
 // LSE in log2 units for the exp2 above; a row that saw no key (-inf) becomes

@@ -225,12 +225,26 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
     const float* d_row = s_d + stage * kBlockM;
     Tensor s = make_tensor(acc_s.data(), acc_rowcol(acc_s.layout()));
     Tensor dp = make_tensor(acc_dp.data(), acc_rowcol(acc_dp.layout()));
+    // Without score modifiers, masked scores become -inf here, on the tiles that
+    // cut the mask only, so the per-score pass below does no index math.
+    if (!kMods && need_mask) {
+      CUTE_UNROLL
+      for (int ni = 0; ni < size<1>(s); ++ni) {
+        const int i = m0 + get<1>(coord(0, ni));
+        const int lo = int(mask.col_begin(i)), hi = int(mask.col_end(i));
+        CUTE_UNROLL
+        for (int mi = 0; mi < size<0>(s); ++mi) {
+          const int j = c0 + get<0>(coord(mi, ni));
+          if (j < lo || j >= hi) s(mi, ni) = -INFINITY;
+        }
+      }
+    }
     CUTE_UNROLL
     for (int ni = 0; ni < size<1>(s); ++ni) {
       const int il = get<1>(coord(0, ni)), i = m0 + il;
       const float lse2 = i < seqlen_q ? lse_log2_of(lse_row[il]) : INFINITY, d = d_row[il];
-      const int lo = need_mask ? int(mask.col_begin(i)) : 0;
-      const int hi = need_mask ? int(mask.col_end(i)) : seqlen_k;
+      const int lo = kMods && need_mask ? int(mask.col_begin(i)) : 0;
+      const int hi = kMods && need_mask ? int(mask.col_end(i)) : seqlen_k;
       CUTE_UNROLL
       for (int mi = 0; mi < size<0>(s); ++mi) {
         const int j = c0 + get<0>(coord(mi, ni));
@@ -270,6 +284,9 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
 
   // Epilogue: dK and dV through shared memory (K's and V's space) to global. A
   // block no query sees never waited for its K/V copies: let them land first.
+  // dS left the softmax scale out (score_grad): dK takes it here.
+  CUTE_UNROLL
+  for (int e = 0; e < size(acc_dk); ++e) acc_dk(e) *= p.softmax_scale;
   Tensor rdK = convert_fragment<Element>(acc_dk);
   Tensor rdV = convert_fragment<Element>(acc_dv);
   cute::cp_async_wait<0>();
@@ -420,10 +437,12 @@ __global__ void __launch_bounds__(Traits::kThreadsQ, 1)
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(s); ++ni) {
         const int j = n0 + get<1>(coord(mi, ni));
+        const bool visible = j >= lo && j < hi;
+        if (!kMods && !visible) s(mi, ni) = -INFINITY;  // score_grad's mask without modifiers
         const bool keep = kMods && p.dropout_p > 0.f ? p.rng.keep(b, h, i, j) : true;
         float pv, ds;
         score_grad<kMods>(p, s(mi, ni), dp(mi, ni), lse2[mi], dvals[mi], slope, i, j, diag_offset,
-                          j >= lo && j < hi, keep, pv, ds);
+                          visible, keep, pv, ds);
         dp(mi, ni) = ds;
       }
     }
@@ -434,7 +453,10 @@ __global__ void __launch_bounds__(Traits::kThreadsQ, 1)
   }
 
   // Epilogue: dQ through shared memory (Q's space) to global. A block that sees
-  // no key never waited for its Q/dO copies: let them land first.
+  // no key never waited for its Q/dO copies: let them land first. dS left the
+  // softmax scale out (score_grad): dQ takes it here.
+  CUTE_UNROLL
+  for (int e = 0; e < size(acc_dq); ++e) acc_dq(e) *= p.softmax_scale;
   Tensor rdQ = convert_fragment<Element>(acc_dq);
   cute::cp_async_wait<0>();
   __syncthreads();
