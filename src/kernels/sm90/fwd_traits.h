@@ -62,6 +62,27 @@ constexpr TileConfig tile_config(int head_dim) {
                            : TileConfig{128, 64, 2, true, true, false};
 }
 
+// Plain attention without any mask (no causal or window mask, no score
+// modifiers): a wider key tile where one measured faster; block_m == 0 keeps
+// tile_config's. Key-tile widths other than 8, 16, 32, 64, 96, 128, 192, 256
+// need CuTe's extended wgmma shapes (CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED, which
+// src/CMakeLists.txt sets for the forward files; CuTe must see it before its
+// first header): without them its op selector silently falls back
+// to the widest listed divisor, 64 x 16 x 16 for 176 keys, eleven wgmmas where
+// one would do (that is what session 3's sweep measured for 128 x 176, 436
+// TFLOP/s, and took for a spill problem). FwdTraits asserts the width it got.
+constexpr TileConfig unmasked_tile_config(int head_dim) {
+  return head_dim == 128 ? TileConfig{128, 176, 2, false, true, true} : TileConfig{0, 0, 0, false, false, false};
+}
+
+// The switches (late_p, uniform_group, q_desc_in_loop) of a tile shape: the
+// unmasked entry's for its shape, the head dim's table entry's otherwise.
+constexpr TileConfig tile_switches(int head_dim, int block_m, int block_n) {
+  return unmasked_tile_config(head_dim).block_m == block_m && unmasked_tile_config(head_dim).block_n == block_n
+             ? unmasked_tile_config(head_dim)
+             : tile_config(head_dim);
+}
+
 // Short causal sequences: query rows per block when a causal-like mask
 // (window_right >= 0) meets seqlen_q <= kShortCausalMaxSeqlen; 0 keeps the
 // table's. At hd64 the 192-row blocks compute about a third more masked products
@@ -83,9 +104,10 @@ struct FwdTraits {
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
-  static constexpr bool kLateP = tile_config(kHeadDim_).late_p;
-  static constexpr bool kUniformGroup = tile_config(kHeadDim_).uniform_group;
-  static constexpr bool kQDescInLoop = tile_config(kHeadDim_).q_desc_in_loop;
+  static constexpr TileConfig kSwitches = tile_switches(kHeadDim_, kBlockM_, kBlockN_);
+  static constexpr bool kLateP = kSwitches.late_p;
+  static constexpr bool kUniformGroup = kSwitches.uniform_group;
+  static constexpr bool kQDescInLoop = kSwitches.q_desc_in_loop;
   static constexpr int kGroupRows = 64;  // rows of one wgmma, one consumer group
   static constexpr int kConsumerGroups = kBlockM / kGroupRows;
   static_assert(kBlockM % kGroupRows == 0 && kConsumerGroups >= 2 && kConsumerGroups <= 3,
@@ -115,6 +137,10 @@ struct FwdTraits {
   // P stays in registers (A operand); V is read as (D, keys), head dim contiguous.
   using TiledMmaO = decltype(make_tiled_mma(
       GMMA::rs_op_selector<Element, Element, float, TileO, GMMA::Major::K, GMMA::Major::MN>(), AtomLayout{}));
+  // One wgmma covers a whole key tile (see unmasked_tile_config on CuTe's
+  // extended shapes).
+  static_assert(size<1>(typename TiledMmaS::AtomShape_MNK{}) == kBlockN,
+                "S = Q K^T would take several wgmmas per k slice: enable CuTe's extended wgmma shapes");
 
   // 128-byte swizzled rows (64 elements), the layout TMA writes and wgmma reads.
   using SmemAtom = GMMA::Layout_K_SW128_Atom<Element>;
