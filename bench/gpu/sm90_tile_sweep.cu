@@ -43,11 +43,10 @@ int main(int argc, char** argv) {
       run<64, 128, 128, 2>(pr, &first);
     } else if (D == 128) {
       run<128, 128, 128, 2>(pr, &first);
-      run<128, 128, 176, 2>(pr, &first);  // unmasked_tile_config's entry
-      run<128, 128, 160, 2>(pr, &first);
+      run<128, 128, 160, 2>(pr, &first);  // long_tile_config's entry
     } else {
       run<256, 128, 64, 2>(pr, &first);
-      run<256, 128, 80, 2>(pr, &first);
+      run<256, 128, 80, 2>(pr, &first);  // long_tile_config's entry
     }
   });
   return 0;
