@@ -307,7 +307,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         cutlass::arch::NamedBarrier::arrive(Traits::kConsumerThreads, kBarP);
         convert_into(acc, rA);
       } else {
-        // dS^T = P^T (dP^T - d) scale, with group 0's fp32 P^T.
+        // dS^T = P^T (dP^T - d) scale, with group 0's fp32 P^T; (dP^T - d) scale
+        // as one fma with d scale per column.
         Tensor pt = make_tensor_like(acc);
         cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads, kBarP);
         CUTE_UNROLL
@@ -321,9 +322,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         Tensor pr = make_tensor(pt.data(), acc_rowcol(pt.layout()));
         CUTE_UNROLL
         for (int ni = 0; ni < size<1>(x); ++ni) {
-          const float d = smem.row_dot[s][get<1>(coord(0, ni))];
+          const float d_scaled = smem.row_dot[s][get<1>(coord(0, ni))] * p.softmax_scale;
           CUTE_UNROLL
-          for (int mi = 0; mi < size<0>(x); ++mi) x(mi, ni) = pr(mi, ni) * (x(mi, ni) - d) * p.softmax_scale;
+          for (int mi = 0; mi < size<0>(x); ++mi)
+            x(mi, ni) = pr(mi, ni) * fmaf(x(mi, ni), p.softmax_scale, -d_scaled);
         }
         Barrier::arrive(&smem.rows_empty[s]);  // this thread's d reads of the stage are done
         convert_into(acc, rA);
@@ -531,10 +533,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       warpgroup_fence_operand(acc_dp);
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(sc); ++ni) {
-        const float d = smem.row_dot[s][get<1>(coord(0, ni))];
+        // dS = P (dP - d) scale, (dP - d) scale as one fma with d scale per column.
+        const float d_scaled = smem.row_dot[s][get<1>(coord(0, ni))] * p.softmax_scale;
         CUTE_UNROLL
         for (int mi = 0; mi < size<0>(sc); ++mi) {
-          dp(mi, ni) = sc(mi, ni) * (dp(mi, ni) - d) * p.softmax_scale;
+          dp(mi, ni) = sc(mi, ni) * fmaf(dp(mi, ni), p.softmax_scale, -d_scaled);
         }
       }
       if constexpr (kDsFirst) {

@@ -62,6 +62,44 @@ constexpr TileConfig tile_config(int head_dim) {
                            : TileConfig{128, 64, 2, true, true, false};
 }
 
+// Long sequences: wider key tiles for plain attention (no score modifiers) once
+// seqlen_k reaches long_tile_min_seqlen (a causal mask without a left bound has
+// its own threshold; sliding windows keep tile_config's). Each tile costs the
+// block's last, partly masked key tile more and the wgmma issue per key less.
+// block_m == 0: none. Kernel time on the H200 (bf16, B = 16384 / N, H = 2048 / D,
+// median of 15, two runs; bench/results/2026-11-30_h200_sm90_tile_sweep_s8.txt):
+//   hd128 128 x 160 against 128 x 128: non-causal N = 2k 634-640 vs 627-632,
+//     4k 671 vs 662-667, 8k 689-692 vs 679-681, 16k 704 vs 663-682; causal 8k
+//     660-662 vs 639-652, 16k 698-699 vs 682; slower below (N = 512 407 vs 480).
+//     128 x 176 is level with it from 8k (707 at 16k) and slower below 8k.
+//   hd256 128 x 80 against 128 x 64: non-causal N = 1k 632-633 vs 612, 4k
+//     744-748 vs 726, 16k 770-794 vs 743-761; causal from 2k (579 vs 535-573,
+//     16k 782 vs 758-760); level or slower at N = 512 and causal 1k.
+// Key-tile widths other than 8, 16, 32, 64, 96, 128, 192 and 256 need CuTe's
+// extended wgmma shapes (CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED, which
+// src/CMakeLists.txt sets for the forward files; CuTe must see it before its
+// first header). Without them its op selector silently falls back to the
+// widest listed divisor: 64 x 16 x 16 for 176 keys, eleven wgmmas where one
+// would do, which is what session 3's sweep measured for 128 x 176 (436 TFLOP/s)
+// and 128 x 80 at hd256, and took for a spill problem. FwdTraits asserts the
+// width it got.
+constexpr TileConfig long_tile_config(int head_dim) {
+  return head_dim == 128   ? TileConfig{128, 160, 2, false, true, true}
+         : head_dim == 256 ? TileConfig{128, 80, 2, true, true, false}
+                           : TileConfig{0, 0, 0, false, false, false};
+}
+constexpr int long_tile_min_seqlen(int head_dim, bool causal) {
+  return head_dim == 128 ? (causal ? 8192 : 2048) : (causal ? 2048 : 1024);
+}
+
+// The switches (late_p, uniform_group, q_desc_in_loop) of a tile shape: the
+// long-sequence entry's for its shape, the head dim's table entry's otherwise.
+constexpr TileConfig tile_switches(int head_dim, int block_m, int block_n) {
+  return long_tile_config(head_dim).block_m == block_m && long_tile_config(head_dim).block_n == block_n
+             ? long_tile_config(head_dim)
+             : tile_config(head_dim);
+}
+
 // Short causal sequences: query rows per block when a causal-like mask
 // (window_right >= 0) meets seqlen_q <= kShortCausalMaxSeqlen; 0 keeps the
 // table's. At hd64 the 192-row blocks compute about a third more masked products
@@ -83,9 +121,10 @@ struct FwdTraits {
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
-  static constexpr bool kLateP = tile_config(kHeadDim_).late_p;
-  static constexpr bool kUniformGroup = tile_config(kHeadDim_).uniform_group;
-  static constexpr bool kQDescInLoop = tile_config(kHeadDim_).q_desc_in_loop;
+  static constexpr TileConfig kSwitches = tile_switches(kHeadDim_, kBlockM_, kBlockN_);
+  static constexpr bool kLateP = kSwitches.late_p;
+  static constexpr bool kUniformGroup = kSwitches.uniform_group;
+  static constexpr bool kQDescInLoop = kSwitches.q_desc_in_loop;
   static constexpr int kGroupRows = 64;  // rows of one wgmma, one consumer group
   static constexpr int kConsumerGroups = kBlockM / kGroupRows;
   static_assert(kBlockM % kGroupRows == 0 && kConsumerGroups >= 2 && kConsumerGroups <= 3,
@@ -115,6 +154,10 @@ struct FwdTraits {
   // P stays in registers (A operand); V is read as (D, keys), head dim contiguous.
   using TiledMmaO = decltype(make_tiled_mma(
       GMMA::rs_op_selector<Element, Element, float, TileO, GMMA::Major::K, GMMA::Major::MN>(), AtomLayout{}));
+  // One wgmma covers a whole key tile (see long_tile_config on CuTe's extended
+  // shapes).
+  static_assert(size<1>(typename TiledMmaS::AtomShape_MNK{}) == kBlockN,
+                "S = Q K^T would take several wgmmas per k slice: enable CuTe's extended wgmma shapes");
 
   // 128-byte swizzled rows (64 elements), the layout TMA writes and wgmma reads.
   using SmemAtom = GMMA::Layout_K_SW128_Atom<Element>;
