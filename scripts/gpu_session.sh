@@ -49,7 +49,7 @@ step gpu_tests_sm80 ${SM80_LIMIT:-200} env FLASHATTN_FORCE_SM80=1 "$bin/flashatt
 shards=1 step cli_check 120 "$bin/flashattn" check --backend cuda --trials 300
 shards=1 step gpu_large 200 env FLASHATTN_LARGE_TESTS=1 "$bin/flashattn_tests" --gtest_filter='CudaLarge.*'
 step memcheck 180 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/flashattn_tests" \
-  --gtest_filter='HeadDims/Cuda*.*hdim64*:Varlen/Cuda*.*:Hopper/Cuda*.*hdim64*:CudaGraph.*' --gtest_brief=1
+  --gtest_filter='HeadDims/Cuda*.*hdim64*:Varlen/Cuda*.*:Hopper/Cuda*.*hdim64*:Hopper/Cuda*.*long_keys*:CudaGraph.*' --gtest_brief=1
 # The portable kernels on the same small cases (on an H200 dispatch picks the Hopper ones):
 # partial tiles, odd lengths and packed batches exercise the zero-filled copies.
 step memcheck_sm80 180 env FLASHATTN_FORCE_SM80=1 compute-sanitizer --tool memcheck --error-exitcode 9 \
@@ -57,9 +57,9 @@ step memcheck_sm80 180 env FLASHATTN_FORCE_SM80=1 compute-sanitizer --tool memch
 step racecheck_sm80 180 env FLASHATTN_FORCE_SM80=1 compute-sanitizer --tool racecheck --error-exitcode 9 \
   "$bin/flashattn_tests" --gtest_filter='HeadDims/Cuda*.*hdim128_causal*:Lengths/Cuda*.*' --gtest_brief=1
 step racecheck 180 compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/flashattn_tests" \
-  --gtest_filter='HeadDims/Cuda*.*hdim128_causal*:Hopper/Cuda*.*hdim128_full_bf16*:Hopper/Cuda*.*hdim128_packed_causal*' --gtest_brief=1
+  --gtest_filter='HeadDims/Cuda*.*hdim128_causal*:Hopper/Cuda*.*hdim128_full_bf16*:Hopper/Cuda*.*hdim128_packed_causal*:Hopper/CudaForward.*long_keys_bf16*:Hopper/CudaForward.*long_keys_packed_bf16*' --gtest_brief=1
 step synccheck 180 compute-sanitizer --tool synccheck --error-exitcode 9 "$bin/flashattn_tests" \
-  --gtest_filter='Hopper/Cuda*.*hdim128_causal*:Hopper/Cuda*.*hdim64_window*' --gtest_brief=1
+  --gtest_filter='Hopper/Cuda*.*hdim128_causal*:Hopper/Cuda*.*hdim64_window*:Hopper/CudaForward.*long_keys*' --gtest_brief=1
 [[ $steps == *" bench "* ]] && echo "== benchmark" &&
 PYTHONUNBUFFERED=1 timeout ${BENCH_LIMIT:-400} python3 bench/gpu/bench_gpu.py --shim "$bin/libflashattn_bench_shim.so" \
   ${BENCH_FLAGS:---sm80-too --deterministic --memory} --json "$out/bench.json" --png "$out/bench.png" "$@" 2>&1 \
