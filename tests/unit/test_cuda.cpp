@@ -129,7 +129,7 @@ std::vector<Case> hopper_cases() {
     cases.push_back(Case(n + "causal_long").seq(1100, 1100).heads(2, 1).dims(d, d).causal_mask());
     cases.push_back(Case(n + "window_long").seq(1100, 1300).heads(2, 2).dims(d, d).win(200, 50));
     // Past long_tile_min_seqlen (fwd_traits.h): hd128 and hd256 take wider key
-    // tiles from 2048 / 1024 keys without a mask and 8192 / 2048 with a causal one.
+    // tiles from 2048 / 1024 keys without a mask and from 8192 with a causal one.
     cases.push_back(Case(n + "long_keys").seq(130, 2100).heads(2, 1).dims(d, d));
     cases.push_back(Case(n + "long_keys_causal").seq(150, 8300).heads(2, 1).dims(d, d).causal_mask());
     cases.push_back(Case(n + "long_keys_packed").packed({100, 33, 7}, {2200, 1500, 9}).heads(2, 1).dims(d, d));

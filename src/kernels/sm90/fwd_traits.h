@@ -75,6 +75,12 @@ constexpr TileConfig tile_config(int head_dim) {
 //   hd256 128 x 80 against 128 x 64: non-causal N = 1k 632-633 vs 612, 4k
 //     744-748 vs 726, 16k 770-794 vs 743-761; causal from 2k (579 vs 535-573,
 //     16k 782 vs 758-760); level or slower at N = 512 and causal 1k.
+// These are burst numbers (the GPU boosts for ~0.1 s after idling, then holds its
+// power cap; kernel notes, sm90 forward v8). Per call under the cap, alternating
+// processes, three rounds (bench/results/2026-11-30_h200_ab_s8_fwd_long_bwd_fma.txt):
+// hd128 non-causal +2-3% at N = 2k-16k, causal 8k +1.6% (16k within noise); hd256
+// non-causal +1-3% from 2k, causal 2k 0.976, 8k 1.007, 16k 1.032, hence 8192 for
+// its causal threshold.
 // Key-tile widths other than 8, 16, 32, 64, 96, 128, 192 and 256 need CuTe's
 // extended wgmma shapes (CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED, which
 // src/CMakeLists.txt sets for the forward files; CuTe must see it before its
@@ -89,7 +95,7 @@ constexpr TileConfig long_tile_config(int head_dim) {
                            : TileConfig{0, 0, 0, false, false, false};
 }
 constexpr int long_tile_min_seqlen(int head_dim, bool causal) {
-  return head_dim == 128 ? (causal ? 8192 : 2048) : (causal ? 2048 : 1024);
+  return head_dim == 128 ? (causal ? 8192 : 2048) : (causal ? 8192 : 1024);
 }
 
 // The switches (late_p, uniform_group, q_desc_in_loop) of a tile shape: the
