@@ -10,7 +10,8 @@
 //     -I third_party/cutlass/cutlass_library/source/include -I /usr/local/cuda/include/cccl \
 //     -Xptxas -v bench/gpu/sm90_tile_sweep.cu -o build/sm90_tile_sweep 2>&1 | grep -E 'spill|registers|error'
 // Run on the H200: build/sm90_tile_sweep [N ...]   (default N = 512 2048 16384;
-//   B = 16384 / N, H = 2048 / D, bf16, causal and not)
+//   B = 16384 / N, H = 2048 / D, bf16, causal and not; -DSWEEP_HDIM=64 builds one
+//   head dim's candidates alone)
 #include "sweep_common.h"
 #include "kernels/sm90/fwd_launch.cuh"
 
@@ -35,12 +36,17 @@ void run(const Problem& pr, std::vector<uint16_t>* first) {
 int main(int argc, char** argv) {
   sweep::for_each_problem(sweep::seqlens(argc, argv), [](const Problem& pr) {
     const int64_t D = pr.D;
+#ifdef SWEEP_HDIM  // -DSWEEP_HDIM=64: one head dim only
+    if (D != SWEEP_HDIM) return;
+#endif
     std::vector<uint16_t> first;
     // <head dim, query rows (64 per consumer group), keys per tile, stages>;
     // the first of each head dim is the table's entry.
     if (D == 64) {
       run<64, 192, 128, 2>(pr, &first);
       run<64, 128, 128, 2>(pr, &first);
+      run<64, 128, 192, 2>(pr, &first);
+      run<64, 128, 176, 2>(pr, &first);
     } else if (D == 128) {
       run<128, 128, 128, 2>(pr, &first);
       run<128, 128, 160, 2>(pr, &first);  // long_tile_config's entry
