@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
     for (int i = 2; i < argc; ++i) ns.push_back(std::atoll(argv[i]));
   }
   sweep::for_each_problem(ns, [&](const sweep::Problem& pr) {
-    if (pr.D == 64) return;
+    if (pr.D == 64) return;  // one hd64 kernel less to compile: its tiles did not change
     const auto p = sweep::params(pr);
     const int64_t shape[4] = {pr.B, pr.N, pr.H, pr.D};
     const int64_t stride[4] = {pr.N * pr.H * pr.D, pr.H * pr.D, pr.D, 1};
@@ -49,13 +49,13 @@ int main(int argc, char** argv) {
     auto library = [&] {
       const int rc = fa_forward(pr.q, shape, stride, pr.k, shape, stride, pr.v, shape, stride, pr.o, shape, stride,
                                 pr.lse, 2, 0, int(pr.causal), -1, -1, 0.f, 0.f, 0, nullptr, err, sizeof err);
+      if (rc != 0) std::printf("fa_forward: %s\n", err);  // median_ms stops at the error below
       return rc == 0 ? cudaSuccess : cudaErrorUnknown;
     };
     for (int round = 0; round < 3; ++round) {
       const double a = sweep::median_ms(direct, 3, 15), b = sweep::median_ms(library, 3, 15);
-      std::printf("D=%3d causal=%d N=%6lld round %d  direct %7.1f  library %7.1f TFLOP/s%s%s\n", int(pr.D),
-                  int(pr.causal), (long long)pr.N, round, pr.flops() / a / 1e9, pr.flops() / b / 1e9,
-                  err[0] ? "  error: " : "", err);
+      std::printf("D=%3d causal=%d N=%6lld round %d  direct %7.1f  library %7.1f TFLOP/s\n", int(pr.D),
+                  int(pr.causal), (long long)pr.N, round, pr.flops() / a / 1e9, pr.flops() / b / 1e9);
       std::fflush(stdout);
     }
   });

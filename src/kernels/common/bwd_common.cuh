@@ -99,9 +99,11 @@ __global__ void dq_convert_kernel(const __grid_constant__ BwdKernelParams p) {
 // one multiply per output element instead of one per score). Without score
 // modifiers the caller masks by passing qk = -inf (exp2 gives exactly 0, and
 // `visible` is not read); with them, masked scores pass visible = false, since
-// softcap and ALiBi would turn -inf into a finite score. p = 0 gives dS = 0
-// for the finite dp and d every in-range row and key has (rows and keys past
-// the sequence read zeros).
+// softcap and ALiBi would turn -inf into a finite score. With finite inputs
+// p = 0 gives dS = 0 exactly (rows and keys past the sequence read zeros, so
+// their dp and d are finite too). A NaN or inf input is not kept to the rows
+// that touch it here, nor in the tile products (0 * NaN): see the README's
+// "Non-finite inputs on the GPU".
 template <bool kMods>
 __device__ __forceinline__ void score_grad(const BwdKernelParams& p, float qk, float dp,
                                            float lse_log2, float d, float slope, int i, int j,

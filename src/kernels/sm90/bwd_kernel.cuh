@@ -308,7 +308,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         convert_into(acc, rA);
       } else {
         // dS^T = P^T (dP^T - d) scale, with group 0's fp32 P^T. (The one-fma form
-        // of the other formation measured 1-3% slower here: session 8's A/B.)
+        // of the other formation measured 1-3% slower here:
+        // bench/results/2026-11-30_h200_ab_s8_fwd_long_bwd_fma.txt.)
         Tensor pt = make_tensor_like(acc);
         cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads, kBarP);
         CUTE_UNROLL

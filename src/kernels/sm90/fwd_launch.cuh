@@ -92,14 +92,17 @@ cudaError_t launch_fwd(const FwdKernelParams& p, cudaStream_t stream) {
 // work; dropout never reaches this kernel (dispatch.cpp). Plain attention with a
 // causal-like mask on short sequences takes shorter blocks where the table says
 // so (short_causal_rows, fwd_traits.h); long sequences without a sliding
-// window take wider key tiles where the table has them (long_tile_config).
+// window take wider key tiles where the table has them (long_tile_config). For
+// packed batches seqlen_k is the caller's max_seqlen_k, so one long sequence (or
+// a loose bound) moves every sequence of the batch to the wide tiles: still
+// correct, only their speed differs.
 template <int kHeadDim, typename Element>
 cudaError_t run_fwd(const FwdKernelParams& p, cudaStream_t stream) {
   using Traits = FwdTraits<kHeadDim, Element>;
   if (detail::needs_score_mods(p)) return launch_fwd<Traits, true>(p, stream);
   constexpr TileConfig kLong = long_tile_config(kHeadDim);
   if constexpr (kLong.block_m > 0) {
-    if (p.window_left < 0 && p.seqlen_k >= long_tile_min_seqlen(kHeadDim, p.window_right >= 0))
+    if (p.window_left < 0 && p.seqlen_k >= (p.window_right >= 0 ? kLong.min_keys_causal : kLong.min_keys))
       return launch_fwd<FwdTraits<kHeadDim, Element, kLong.block_m, kLong.block_n, kLong.stages>, false>(p, stream);
   }
   constexpr int kShortRows = short_causal_rows(kHeadDim);

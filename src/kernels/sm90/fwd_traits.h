@@ -26,9 +26,11 @@ using namespace cute;
 //     (non-causal / causal) against 463 / 463 for 128 x 128 with two groups, and
 //     470 / 359 against 423 / 350 at 2k; only causal N = 512 is slower (184 vs 205).
 //   hd128: 128 x 128, two stages: 684-692 / 672 at 16k; three stages (Q holds O)
-//     670-682 / 664, 128 x 176 spills and runs at 436 / 428.
-//   hd256: 128 x 64, two stages: Q (64 KiB) and two K/V stages (128 KiB) leave no
-//     room for more; 128 x 80 (O in Q's space) spills, 490-496 against 669-700.
+//     670-682 / 664. (That sweep's 128 x 176, 436 / 428, ran as 64 x 16 wgmmas:
+//     see long_tile_config.)
+//   hd256: 128 x 64, two stages: Q (64 KiB) and two K/V stages (128 KiB). (That
+//     sweep's 128 x 80, 490-496, ran as 64 x 16 wgmmas too; with the right wgmma
+//     it wins on long sequences: long_tile_config.)
 // late_p: a key tile's P is formed at the top of the next loop turn (after the
 // wait for the P V that reads P's registers) instead of right after its
 // softmax, so that ptxas cannot hoist that wait above the softmax (kernel notes,
@@ -48,13 +50,16 @@ using namespace cute;
 // loads in bytes, plain and score-modifier kernels: hd64 96/164 and 152/260 with
 // neither; 12/12 and 12/16 with uniform_group; 0 with both. hd256 68/88 and
 // 88/128 -> 0 with uniform_group alone (q_desc_in_loop would add 28 instructions
-// to its key loop, whose 16 Q slices fit in its 240 registers). Both off at
-// hd128, whose plain kernel has no spills: its SASS stays the measured one
-// (uniform_group there: score-modifier kernel 12/44 -> 12/16). Not yet
-// measured on the GPU.
+// to its key loop, whose 16 Q slices fit in its 240 registers). Both off in
+// hd128's table entry, whose plain kernel has no spills (uniform_group there:
+// score-modifier kernel 12/44 -> 12/16, not measured on the GPU); both on in its
+// long-sequence entry, whose 160-key tile spills 12/44 B without them and 0 with.
 struct TileConfig {
   int block_m, block_n, stages;
   bool late_p, uniform_group, q_desc_in_loop;
+  // long_tile_config only: the fewest keys (seqlen_k; for packed batches the
+  // caller's max_seqlen_k) that take it without a mask and under a causal one.
+  int min_keys = 0, min_keys_causal = 0;
 };
 constexpr TileConfig tile_config(int head_dim) {
   return head_dim <= 64    ? TileConfig{192, 128, 2, false, true, true}
@@ -63,8 +68,8 @@ constexpr TileConfig tile_config(int head_dim) {
 }
 
 // Long sequences: wider key tiles for plain attention (no score modifiers) once
-// seqlen_k reaches long_tile_min_seqlen (a causal mask without a left bound has
-// its own threshold; sliding windows keep tile_config's). Each tile costs the
+// seqlen_k reaches the entry's min_keys (min_keys_causal under a causal mask
+// without a left bound; sliding windows keep tile_config's). Each tile costs the
 // block's last, partly masked key tile more and the wgmma issue per key less.
 // block_m == 0: none. Kernel time on the H200 (bf16, B = 16384 / N, H = 2048 / D,
 // median of 15, two runs; bench/results/2026-11-30_h200_sm90_tile_sweep_s8.txt):
@@ -77,10 +82,12 @@ constexpr TileConfig tile_config(int head_dim) {
 //     16k 782 vs 758-760); level or slower at N = 512 and causal 1k.
 // These are burst numbers (the GPU boosts for ~0.1 s after idling, then holds its
 // power cap; kernel notes, sm90 forward v8). Per call under the cap, alternating
-// processes, three rounds (bench/results/2026-11-30_h200_ab_s8_fwd_long_bwd_fma.txt):
-// hd128 non-causal +2-3% at N = 2k-16k, causal 8k +1.6% (16k within noise); hd256
-// non-causal +1-3% from 2k, causal 2k 0.976, 8k 1.007, 16k 1.032, hence 8192 for
-// its causal threshold.
+// processes, three rounds (bench/results/2026-11-30_h200_ab_s8_fwd_long_bwd_fma.txt;
+// hd64, the same code on both sides, moved 0.99-1.02): hd128 non-causal +2-3% at
+// N = 2k-16k, causal 8k +1.6% (16k within noise); hd256 non-causal +1-3% from 2k,
+// causal 2k 0.976, 8k 1.007, 16k 1.032, hence 8192 for its causal threshold.
+// hd256's non-causal threshold of 1024 rests on the sweep alone (the A/B started
+// at 2k).
 // Key-tile widths other than 8, 16, 32, 64, 96, 128, 192 and 256 need CuTe's
 // extended wgmma shapes (CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED, which
 // src/CMakeLists.txt sets for the forward files; CuTe must see it before its
@@ -90,12 +97,9 @@ constexpr TileConfig tile_config(int head_dim) {
 // and 128 x 80 at hd256, and took for a spill problem. FwdTraits asserts the
 // width it got.
 constexpr TileConfig long_tile_config(int head_dim) {
-  return head_dim == 128   ? TileConfig{128, 160, 2, false, true, true}
-         : head_dim == 256 ? TileConfig{128, 80, 2, true, true, false}
+  return head_dim == 128   ? TileConfig{128, 160, 2, false, true, true, 2048, 8192}
+         : head_dim == 256 ? TileConfig{128, 80, 2, true, true, false, 1024, 8192}
                            : TileConfig{0, 0, 0, false, false, false};
-}
-constexpr int long_tile_min_seqlen(int head_dim, bool causal) {
-  return head_dim == 128 ? (causal ? 8192 : 2048) : (causal ? 8192 : 1024);
 }
 
 // The switches (late_p, uniform_group, q_desc_in_loop) of a tile shape: the
