@@ -1,7 +1,8 @@
 // What the two tile-sweep programs (tile_sweep.cu for sm80, sm90_tile_sweep.cu)
 // share: the problem grid (bf16, B = 16384 / N, H = 2048 / D, causal and not),
-// kernel parameters for it, median timing of a launch, and the comparison of
-// every variant's output with the first one of its head dim.
+// kernel parameters for it, median timing of a launch in the GPU's power-capped
+// state, and the comparison of every variant's output with the first one of its
+// head dim.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -55,13 +56,32 @@ inline detail::FwdKernelParams params(const Problem& pr) {
   return p;
 }
 
-// Median milliseconds of `reps` launches after `warmup` ones.
+// Seconds of back-to-back launches before each timing: SWEEP_WARM_S in the
+// environment, 0.3 by default. The H200 runs boosted for about 0.1 s after idling
+// and then holds its power cap, ~10% slower on long problems
+// (bench/results/2026-11-30_h200_lib_vs_sweep_s8.txt); without this warm-up the
+// first configurations timed after the host's input set-up ran in the boost.
+inline double warm_seconds() {
+  const char* env = std::getenv("SWEEP_WARM_S");
+  return env != nullptr ? std::atof(env) : 0.3;
+}
+
+// Median milliseconds of `reps` launches after `warmup` ones and warm_seconds()
+// of launches back to back.
 template <typename Launch>
 double median_ms(Launch&& launch, int warmup, int reps) {
   cudaEvent_t a, b;
   SWEEP_CHECK(cudaEventCreate(&a));
   SWEEP_CHECK(cudaEventCreate(&b));
   for (int i = 0; i < warmup; ++i) SWEEP_CHECK(launch());
+  const double warm_ms = 1e3 * warm_seconds();
+  SWEEP_CHECK(cudaEventRecord(a));
+  for (float spent = 0.f; spent < warm_ms;) {  // ten launches per look at the clock
+    for (int i = 0; i < 10; ++i) SWEEP_CHECK(launch());
+    SWEEP_CHECK(cudaEventRecord(b));
+    SWEEP_CHECK(cudaEventSynchronize(b));
+    SWEEP_CHECK(cudaEventElapsedTime(&spent, a, b));
+  }
   std::vector<float> ms;
   for (int i = 0; i < reps; ++i) {
     SWEEP_CHECK(cudaEventRecord(a));
