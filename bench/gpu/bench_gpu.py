@@ -98,16 +98,17 @@ class Flashattn:
 # Seconds of repeated calls (each waited for) before each timing (--warmup-ms). The
 # H200 runs boosted for about 0.1 s after idling and then holds its power cap (~10%
 # slower on long problems; bench/results/2026-11-30_h200_lib_vs_sweep_s8.txt): with
-# a warm-up this long every side is timed in the capped state. It adds that much per
+# a warm-up this long every side is timed in the capped state (other scripts that
+# import time_ms set bench_gpu.WARMUP_S). It adds that much per
 # timed side and point, so a full grid needs a longer BENCH_LIMIT in gpu_session.sh.
 WARMUP_S = 0.0
 
 
-def time_ms(fn, warmup, repeats, warmup_s=None):
+def time_ms(fn, warmup, repeats):
     for _ in range(warmup):
         fn()
-    t0, budget = time.perf_counter(), WARMUP_S if warmup_s is None else warmup_s
-    while time.perf_counter() - t0 < budget:
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < WARMUP_S:
         fn()
         torch.cuda.synchronize()
     times = []

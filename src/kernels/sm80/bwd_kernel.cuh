@@ -243,8 +243,8 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
     for (int ni = 0; ni < size<1>(s); ++ni) {
       const int il = get<1>(coord(0, ni)), i = m0 + il;
       const float lse2 = i < seqlen_q ? lse_log2_of(lse_row[il]) : INFINITY, d = d_row[il];
-      const int lo = kMods && need_mask ? int(mask.col_begin(i)) : 0;
-      const int hi = kMods && need_mask ? int(mask.col_end(i)) : seqlen_k;
+      const int lo = need_mask ? int(mask.col_begin(i)) : 0;
+      const int hi = need_mask ? int(mask.col_end(i)) : seqlen_k;
       CUTE_UNROLL
       for (int mi = 0; mi < size<0>(s); ++mi) {
         const int j = c0 + get<0>(coord(mi, ni));
