@@ -135,13 +135,28 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   const int group_size = int(p.heads_q / p.heads_kv);
   // One step per (query head of the group, visible query tile).
   const int n_m = m_block_max - m_block_min, n_steps = n_m * group_size;
+  // Without a right window bound every key tile sees the same query tiles, and
+  // the blocks of one head, launched side by side, would walk them in lockstep:
+  // each step every block reads the same Q / dO tile at its first touch (from
+  // DRAM) and reduce-adds into the same dQ tile. Block n starts at its own tile
+  // instead and reads what block n + 1 read a step before (from L2): hd64 N =
+  // 2048 steps 4.24 -> 3.17 us (kernel_notes, sm90 backward v10). Under a
+  // causal-like mask each block already starts at its own diagonal. By product
+  // (hd256) it measured no gain and keeps the plain order.
+  const int rot = p.window_right < 0 && !Traits::kByProduct && n_m > 0 ? n_block % n_m : 0;
   auto step_head = [&](int s) { return hk * group_size + s / n_m; };
-  auto step_mblock = [&](int s) { return m_block_min + s % n_m; };
+  auto step_mblock = [&](int s) { return m_block_min + (s % n_m + rot) % n_m; };
   const bool packed = p.cu_seqlens_q != nullptr;
   const int batches = packed ? 1 : int(p.batch), bb = packed ? 0 : b;
 
   const int warp_group = threadIdx.x / 128;
   if (threadIdx.x == 0) {
+    // Fetch the descriptors now rather than at their first use.
+    cute::prefetch_tma_descriptor(args.tma_k.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(args.tma_v.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(args.tma_q.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(args.tma_do.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(args.tma_dq.get_tma_descriptor());
     Barrier::init(&smem.kv_full, 1);
     CUTE_UNROLL
     for (int s = 0; s < kStages; ++s) {
@@ -165,7 +180,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
   if (warp_group == 0) {
     // Producer: warp 0; lane 0 issues the TMA copies.
-    cutlass::arch::warpgroup_reg_dealloc<24>();
+    cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
     if (threadIdx.x >= 32 || n_steps == 0) return;
     const int lane = threadIdx.x;
     const int rows_q = int(packed ? p.total_q : p.seqlen_q), rows_k = int(packed ? p.total_k : p.seqlen_k);
@@ -216,7 +231,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   }
 
   // Consumers.
-  cutlass::arch::warpgroup_reg_alloc<240>();
+  cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
   if constexpr (Traits::kByProduct) {
     // By product (hd256, 64 keys; bwd_traits.h): group 0 runs S^T = K Q^T, P^T,
     // dV += P^T dO and dQ's columns [0, 128); group 1 dP^T = V dO^T, dS^T (with

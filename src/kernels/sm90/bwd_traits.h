@@ -97,6 +97,15 @@ struct BwdTraits {
   static constexpr int kConsumerGroups = 2;
   static constexpr int kConsumerThreads = kConsumerGroups * 128;
   static constexpr int kThreads = kConsumerThreads + 128;
+  // setmaxnreg split: the producer gives up what the consumers take, within the
+  // registers the block launches with (__launch_bounds__(kThreads, 1): 168 a
+  // thread). A larger share for the producer (32 was tried in session 9) leaves
+  // the second consumer group waiting forever in setmaxnreg.inc.
+  static constexpr int kEntryRegs = (65536 / kThreads) / 8 * 8;
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+  static constexpr int kBlockRegs = kProducerRegs * 128 + kConsumerRegs * kConsumerThreads;
+  static_assert(kBlockRegs <= kEntryRegs * kThreads, "setmaxnreg split over the launch's registers");
   // Arrivals that hand a Q / dO stage back to the producer: every consumer
   // thread; by product, each group's dQ leader once its reduce-add has read the
   // staging it put in that stage.
