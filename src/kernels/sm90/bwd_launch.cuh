@@ -58,18 +58,8 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
   if (p.seqlen_k > 0) {
     auto kernel = bwd_kernel<Traits>;
     constexpr int smem = Traits::kSmemBytes;
-    static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (attr != cudaSuccess) return attr;
-    // As the forward: refuse to launch, rather than hang in setmaxnreg, if the
-    // kernel was compiled to fewer registers than the split needs.
-    static const cudaError_t regs = [&] {
-      cudaFuncAttributes fa{};
-      const cudaError_t e = cudaFuncGetAttributes(&fa, kernel);
-      if (e != cudaSuccess) return e;
-      return (fa.numRegs + 7) / 8 * 8 * Traits::kThreads >= Traits::kBlockRegs ? cudaSuccess
-                                                                                 : cudaErrorLaunchOutOfResources;
-    }();
-    if (regs != cudaSuccess) return regs;
+    static const cudaError_t ready = prepare_kernel<Traits>(reinterpret_cast<const void*>(kernel));
+    if (ready != cudaSuccess) return ready;
     // Key tiles in order: under a causal mask the first ones see the most rows,
     // so the longest blocks start first.
     kernel<<<dim3(blocks(p.seqlen_k, Traits::kBlockN), hkv, batch), Traits::kThreads, smem, stream>>>(args);

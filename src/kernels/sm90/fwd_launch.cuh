@@ -68,20 +68,8 @@ cudaError_t launch_fwd(const FwdKernelParams& p, cudaStream_t stream) {
 
   auto kernel = fwd_kernel<Traits, kMods>;
   constexpr int smem = Traits::kSmemBytes;
-  static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (attr != cudaSuccess) return attr;
-  // The setmaxnreg split must fit in the registers the block launches with, or
-  // the consumers wait forever in setmaxnreg.inc: refuse the launch instead of
-  // hanging if a toolchain ever compiles the kernel to fewer registers than the
-  // launch bound's share (Traits::kEntryRegs).
-  static const cudaError_t regs = [&] {
-    cudaFuncAttributes fa{};
-    const cudaError_t e = cudaFuncGetAttributes(&fa, kernel);
-    if (e != cudaSuccess) return e;
-    return (fa.numRegs + 7) / 8 * 8 * Traits::kThreads >= Traits::kBlockRegs ? cudaSuccess
-                                                                               : cudaErrorLaunchOutOfResources;
-  }();
-  if (regs != cudaSuccess) return regs;
+  static const cudaError_t ready = prepare_kernel<Traits>(reinterpret_cast<const void*>(kernel));
+  if (ready != cudaSuccess) return ready;
   unsigned blocks = 0;
   if (const cudaError_t err = persistent_blocks(p, Traits::kBlockM, blocks); err != cudaSuccess) return err;
   kernel<<<blocks, Traits::kThreads, smem, stream>>>(args);

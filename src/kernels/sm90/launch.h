@@ -11,6 +11,22 @@ namespace flashattn::sm90 {
 using detail::BwdKernelParams;
 using detail::FwdKernelParams;
 
+// Once per warp-specialised kernel: opt in to its dynamic shared memory, and
+// refuse it (rather than hang) where the compiled register count cannot hold its
+// setmaxnreg split (Traits::kBlockRegs; the consumers would wait forever in
+// setmaxnreg.inc), e.g. a toolchain compiling below the launch bound's share.
+template <typename Traits>
+cudaError_t prepare_kernel(const void* kernel) {
+  if (const cudaError_t e =
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
+      e != cudaSuccess)
+    return e;
+  cudaFuncAttributes fa{};
+  if (const cudaError_t e = cudaFuncGetAttributes(&fa, kernel); e != cudaSuccess) return e;
+  return (fa.numRegs + 7) / 8 * 8 * Traits::kThreads >= Traits::kBlockRegs ? cudaSuccess
+                                                                             : cudaErrorLaunchOutOfResources;
+}
+
 // Defined in instantiations/fwd_hdim{D}_{dtype}_sm90.cu.
 template <int kHeadDim, typename Element>
 cudaError_t run_fwd(const FwdKernelParams& p, cudaStream_t stream);
