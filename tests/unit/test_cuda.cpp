@@ -124,6 +124,9 @@ std::vector<Case> hopper_cases() {
     cases.push_back(Case(n + "causal_sk_gt_sq").seq(100, 1030).heads(2, 1).dims(d, d).causal_mask());
     cases.push_back(Case(n + "window").seq(700, 700).heads(2, 2).dims(d, d).win(128, 0));
     cases.push_back(Case(n + "window_both").seq(333, 777).heads(2, 2).dims(d, d).win(64, 31));
+    // A left bound only: every key tile's rows start at 0 (the backward walks them
+    // from a per-key-tile start) but end at different rows; grouped heads.
+    cases.push_back(Case(n + "window_left").seq(600, 700).heads(4, 2).dims(d, d).win(150, -1));
     // Past the short-sequence tiles (hd64 causal-like masks take 128-row blocks up to
     // seqlen_q 1024, the table's 192 rows beyond): masks on the table's shape too.
     cases.push_back(Case(n + "causal_long").seq(1100, 1100).heads(2, 1).dims(d, d).causal_mask());
