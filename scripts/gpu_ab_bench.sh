@@ -4,10 +4,11 @@
 # is a few percent faster in the first process after idling, and two shims cannot
 # share one process (GCC's unique symbols would tie their once-only kernel set-up
 # together). Prints each point's TFLOP/s per run and B's mean speed over A's.
-# Every timing follows WARMUP_MS (default 100) of back-to-back calls, past the ~0.1 s
-# boost the GPU gives after idling, so both builds meet its power cap: without it, rows running the same code on
-# both sides moved by up to 7% between processes (session 9,
-# bench/results/2026-11-30_h200_ab_s9_bwd_v10.txt); WARMUP_MS=0 times from idle.
+# Every timing follows WARMUP_MS (default 100) of back-to-back calls, past the
+# ~0.1 s boost the GPU gives after idling, so both builds meet its power cap:
+# without it, rows running the same code on both sides moved by up to 7% between
+# processes (bench/results/2026-11-30_h200_ab_s9_bwd_v10.txt); WARMUP_MS=0 times
+# from idle.
 # Usage: [ROUNDS=2] [WARMUP_MS=100] scripts/gpu_ab_bench.sh SHIM_A SHIM_B OUT_DIR [bench_gpu.py args]
 set -uo pipefail
 a=$1; b=$2; out=$3; shift 3
