@@ -242,7 +242,9 @@ void cuda_backward(const BwdParams& p) {
   const int64_t rows = p.heads_q * (p.is_varlen() ? p.total_q : p.batch * p.seqlen_q);
   const size_t dot_bytes = (static_cast<size_t>(std::max<int64_t>(1, rows)) * sizeof(float) + 255) / 256 * 256;
   const size_t dq_bytes = p.deterministic ? 0 : static_cast<size_t>(rows * p.head_dim_qk) * sizeof(float);
-  const size_t bytes = dot_bytes + dq_bytes;
+  const bool hopper = on_sm90(p.device.index) && sm90::supports_backward(p);
+  const size_t lse_bytes = hopper ? dot_bytes : 0;  // the LSE in log2 units (kp.lse_log2)
+  const size_t bytes = dot_bytes + lse_bytes + dq_bytes;
   void* scratch = nullptr;
   cudaMemPool_t pool = scratch_pool(p.device.index);
   cudaError_t err = pool != nullptr ? cudaMallocFromPoolAsync(&scratch, bytes, pool, stream)
@@ -251,9 +253,10 @@ void cuda_backward(const BwdParams& p) {
     throw Error(ErrorKind::runtime, "", "CUDA backward could not get " + std::to_string(bytes) +
                                             " bytes of scratch: " + cuda_message(err));
   kp.row_dot = static_cast<float*>(scratch);
-  if (!p.deterministic) kp.dq_accum = reinterpret_cast<float*>(static_cast<char*>(scratch) + dot_bytes);
-  err = on_sm90(p.device.index) && sm90::supports_backward(p) ? sm90::backward(kp, stream)
-                                                             : sm80::backward(kp, stream);
+  if (hopper) kp.lse_log2 = reinterpret_cast<float*>(static_cast<char*>(scratch) + dot_bytes);
+  if (!p.deterministic)
+    kp.dq_accum = reinterpret_cast<float*>(static_cast<char*>(scratch) + dot_bytes + lse_bytes);
+  err = hopper ? sm90::backward(kp, stream) : sm80::backward(kp, stream);
   cudaFreeAsync(scratch, stream);
   if (err != cudaSuccess)
     throw Error(ErrorKind::runtime, "", "CUDA backward launch failed: " + cuda_message(err));

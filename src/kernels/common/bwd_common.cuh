@@ -35,8 +35,14 @@ inline unsigned row_blocks(int64_t rows, int64_t cols) {
   return static_cast<unsigned>((rows + per_block - 1) / per_block);
 }
 
+// LSE in log2 units for exp2; a row that saw no key (-inf) becomes
+// +inf so all of its probabilities are 0.
+__device__ __forceinline__ float lse_log2_of(float lse) {
+  return lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
+}
+
 // d_i = dO_i . O_i, a lane group per row (row_lanes of head_dim_v); also zeroes
-// the row's fp32 dQ accumulator.
+// the row's fp32 dQ accumulator and, where asked, writes its LSE in log2 units.
 template <typename Element>
 __global__ void row_dot_kernel(const __grid_constant__ BwdKernelParams p) {
   const int lanes = row_lanes(p.head_dim_v);
@@ -63,6 +69,7 @@ __global__ void row_dot_kernel(const __grid_constant__ BwdKernelParams p) {
   if (!valid) return;
   const int64_t slot = row_slot(p, sl, b, h, i);
   if (sub == 0) p.row_dot[slot] = acc;
+  if (sub == 0 && p.lse_log2 != nullptr) p.lse_log2[slot] = lse_log2_of(p.lse[sl.lse_index(p, b, h, i)]);
   if (p.dq_accum != nullptr)
     for (int c = sub * 4; c < p.head_dim_qk; c += lanes * 4)
       *reinterpret_cast<float4*>(p.dq_accum + slot * p.head_dim_qk + c) = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -134,10 +141,5 @@ __device__ __forceinline__ void score_grad(const BwdKernelParams& p, float qk, f
   }
 }
 
-// LSE in log2 units for the exp2 above; a row that saw no key (-inf) becomes
-// +inf so all of its probabilities are 0.
-__device__ __forceinline__ float lse_log2_of(float lse) {
-  return lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
-}
 
 }  // namespace flashattn::detail

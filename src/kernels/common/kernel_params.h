@@ -32,6 +32,10 @@ struct BwdKernelParams : BwdParams {
   DropoutRng rng;
   float scale_log2 = 0.f;      // as in FwdKernelParams
   float* row_dot = nullptr;    // d_i = dO_i . O_i, laid out like a contiguous LSE
+  // The LSE in log2 units laid out as row_dot (+inf for a row that saw no key),
+  // written by the row-dot pass where a kernel asks for it (the Hopper backward's
+  // producer copies it with cp.async, no register round trip); null otherwise.
+  float* lse_log2 = nullptr;
   // fp32 dQ accumulator, one row of head_dim_qk floats per row_dot slot; set when
   // dQ is summed with atomics (non-deterministic mode), null otherwise.
   float* dq_accum = nullptr;

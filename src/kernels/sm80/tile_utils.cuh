@@ -6,6 +6,7 @@
 #include <cute/tensor.hpp>
 #include <cutlass/numeric_conversion.h>
 
+#include "kernels/common/cp_async.cuh"
 #include "kernels/common/quad_reduce.cuh"
 
 namespace flashattn::sm80 {
@@ -74,21 +75,7 @@ __device__ __forceinline__ auto convert_fragment(const Fragment& src) {
   return dst;
 }
 
-// cp.async of kBytes that zero-fills the destination and reads nothing when
-// !valid (src-size 0): one predicated instruction instead of a branch. 16-byte
-// copies bypass L1 (.cg); smaller ones must go through it (.ca).
-template <int kBytes>
-__device__ __forceinline__ void cp_async_zfill(void* smem, const void* gmem, bool valid) {
-  static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16, "cp.async copies 4, 8 or 16 bytes");
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  if constexpr (kBytes == 16)
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
-  else
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(gmem), "n"(kBytes),
-                 "r"(valid ? kBytes : 0));
-#endif
-}
+using detail::cp_async_zfill;
 
 // Global -> shared copy of a (rows, head dim) tile, partitioned by a tiled copy of
 // 16-byte chunks: rows past `valid_rows` and columns whose predicate is false are

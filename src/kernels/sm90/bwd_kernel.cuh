@@ -18,6 +18,7 @@
 #include <cutlass/arch/reg_reconfig.h>
 
 #include "kernels/common/bwd_common.cuh"
+#include "kernels/common/cp_async.cuh"
 #include "kernels/common/kernel_params.h"
 #include "kernels/common/mask.h"
 #include "kernels/common/seqlen.h"
@@ -160,7 +161,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     Barrier::init(&smem.kv_full, 1);
     CUTE_UNROLL
     for (int s = 0; s < kStages; ++s) {
-      Barrier::init(&smem.q_full[s], 1 + 32);  // the TMA thread + the lanes writing LSE and d
+      Barrier::init(&smem.q_full[s], 1 + 32);  // the TMA thread + each lane once its LSE / d copies land
       Barrier::init(&smem.do_full[s], 1);
       Barrier::init(&smem.empty[s], Traits::kEmptyArrivals);
       if constexpr (Traits::kByProduct) Barrier::init(&smem.rows_empty[s], Traits::kConsumerThreads);
@@ -217,15 +218,20 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         Barrier::arrive_and_expect_tx(&smem.do_full[s], Traits::kTmaBytesQ);
         copy(args.tma_do.with(smem.do_full[s]), tdOgdO, tdOsdO);
       }
+      // The rows' LSE (log2 units, from the row-dot pass) and d_i by cp.async,
+      // each lane's arrival on q_full deferred until its copies land: no load
+      // latency in the producer's own path. Rows past the sequence get zeros;
+      // the consumers mask every query tile that reaches past it.
       const int m0 = m_block * kBlockM;
       CUTE_UNROLL
       for (int r = lane; r < kBlockM; r += 32) {
         const int i = m0 + r;
         const bool in = i < seqlen_q;
-        smem.lse_log2[s][r] = in ? detail::lse_log2_of(p.lse[sl.lse_index(p, b, h, i)]) : INFINITY;
-        smem.row_dot[s][r] = in ? p.row_dot[detail::row_slot(p, sl, b, h, i)] : 0.f;
+        const int64_t slot = in ? detail::row_slot(p, sl, b, h, i) : 0;
+        detail::cp_async_zfill<4>(&smem.lse_log2[s][r], p.lse_log2 + slot, in);
+        detail::cp_async_zfill<4>(&smem.row_dot[s][r], p.row_dot + slot, in);
       }
-      Barrier::arrive(&smem.q_full[s]);
+      detail::cp_async_mbarrier_arrive(&smem.q_full[s]);
     }
     return;
   }
@@ -313,7 +319,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       Tensor rA = make_tensor<Element>(acc.layout());  // P^T or dS^T in 16 bits: dV's / dK's A
       if (g0) {
         // P^T, masked as by keys (the rows that see each of the thread's two keys).
-        const bool need_mask = !mask.tile_full(m0, min(m0 + kBlockM, seqlen_q), k0, k0 + kBlockN);
+        const bool need_mask = m0 + kBlockM > seqlen_q || !mask.tile_full(m0, m0 + kBlockM, k0, k0 + kBlockN);
         key_rows.probs(x, coord, smem.lse_log2[s], need_mask, m0, p.scale_log2);
         Barrier::arrive(&smem.rows_empty[s]);  // this thread's LSE reads of the stage are done
         CUTE_UNROLL
@@ -529,7 +535,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
       // P^T as soon as S^T lands (dP^T still running), then dV += P^T dO while
       // dS^T is formed and goes to shared memory; then dQ = dS K and dK += dS^T Q.
-      const bool need_mask = !mask.tile_full(m0, min(m0 + kBlockM, seqlen_q), k0, k0 + kBlockN);
+      // Rows past the sequence (zero LSE in shared memory) are masked too.
+      const bool need_mask = m0 + kBlockM > seqlen_q || !mask.tile_full(m0, m0 + kBlockM, k0, k0 + kBlockN);
       Tensor sc = make_tensor(acc_s.data(), acc_rowcol(acc_s.layout()));
       Tensor dp = make_tensor(acc_dp.data(), acc_rowcol(acc_dp.layout()));
       warpgroup_wait<1>();
