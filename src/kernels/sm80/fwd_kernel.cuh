@@ -179,7 +179,15 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   const int m_end = min(m0 + kBlockM, seqlen_q);
   const int n_full_begin = (int(block_mask.col_begin(m_end - 1)) + kBlockN - 1) / kBlockN;
   const int n_full_end = int(block_mask.col_end(m0)) / kBlockN;  // col_end is at most seqlen_k
-  for (int n_block = n_block_max - 1; n_block >= n_block_min; --n_block) {
+  // One key tile. kKind 1: the tile cuts the mask (or the sequence end) and
+  // needs the per-score checks; 0: a whole tile, without them; 2: decided per
+  // tile inside one body. Plain attention runs two bodies (0 and 1): with one
+  // body and a branch around the checks, ptxas if-converted the checks and
+  // issued all of them predicated off on every tile (hd64 128 x 64: 234 of the
+  // loop's 854 instructions; the whole-tile body has 645). The variant with
+  // score modifiers keeps one body (two spilled more there).
+  auto key_tile = [&](int n_block, auto kind) __attribute__((always_inline)) {
+    constexpr int kKind = decltype(kind)::value;
     Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockN>>{});
     clear(acc_s);
     cute::cp_async_wait<0>();
@@ -193,10 +201,14 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
 
     Tensor s = make_tensor(acc_s.data(), acc_rowcol(acc_s.layout()));
     const int n0 = n_block * kBlockN;
-    if (n_block < n_full_begin || n_block >= n_full_end)
-      apply_scores<kMods, true>(s, coord, p, seqlen_q, seqlen_k, slope, m0, n0);
-    else if constexpr (kMods)
-      apply_scores<kMods, false>(s, coord, p, seqlen_q, seqlen_k, slope, m0, n0);
+    if constexpr (kKind == 2) {
+      if (n_block < n_full_begin || n_block >= n_full_end)
+        apply_scores<kMods, true>(s, coord, p, seqlen_q, seqlen_k, slope, m0, n0);
+      else if constexpr (kMods)
+        apply_scores<kMods, false>(s, coord, p, seqlen_q, seqlen_k, slope, m0, n0);
+    } else if constexpr (kKind == 1 || kMods) {
+      apply_scores<kMods, kKind == 1>(s, coord, p, seqlen_q, seqlen_k, slope, m0, n0);
+    }
 
     cute::cp_async_wait<0>();
     __syncthreads();
@@ -230,6 +242,14 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     Tensor rP = convert_fragment<Element>(acc_s);
     Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
     gemm_rs(acc_o, tOrP, tOrVt, tOsVt, tiled_mma, smem_copy_v, smem_thr_v);
+  };
+  for (int n_block = n_block_max - 1; n_block >= n_block_min; --n_block) {
+    if constexpr (kMods) {
+      key_tile(n_block, std::integral_constant<int, 2>{});
+    } else {
+      if (n_block < n_full_begin || n_block >= n_full_end) key_tile(n_block, std::integral_constant<int, 1>{});
+      else key_tile(n_block, std::integral_constant<int, 0>{});
+    }
   }
 
   // Epilogue: normalise, LSE, and O through shared memory (reusing Q's space).
