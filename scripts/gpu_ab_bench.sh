@@ -33,10 +33,10 @@ for f in sys.argv[1:]:
     except (OSError, ValueError):
         print(f"{f}: no result")
 side = lambda f: f.rsplit("/", 1)[1][0]
-print(f"{'D':>4} {'causal':>6} {'N':>6} {'pass':>4} | {'A runs':>17} | {'B runs':>17} | B/A")
+print(f"{'D':>4} {'causal':>6} {'N':>6} {'pass':>8} | {'A runs':>17} | {'B runs':>17} | B/A")
 first = next(iter(runs.values()), [])
 for i, row in enumerate(first):
-    for mode in ("fwd", "bwd"):
+    for mode in ("fwd", "bwd", "sm80_fwd", "sm80_bwd"):  # sm80_*: with --sm80-too
         key = f"ours_{mode}_tflops"
         if key not in row:
             continue
@@ -46,6 +46,6 @@ for i, row in enumerate(first):
                 vals[side(f)].append(rows[i][key])
         fmt = lambda xs: " ".join(f"{x:8.1f}" for x in xs)
         ratio = (statistics.mean(vals["b"]) / statistics.mean(vals["a"])) if vals["a"] and vals["b"] else float("nan")
-        print(f"{row['hdim']:>4} {int(row['causal']):>6} {row['seqlen']:>6} {mode:>4} | {fmt(vals['a']):>17} | "
+        print(f"{row['hdim']:>4} {int(row['causal']):>6} {row['seqlen']:>6} {mode:>8} | {fmt(vals['a']):>17} | "
               f"{fmt(vals['b']):>17} | {ratio:5.3f}")
 PY
