@@ -187,7 +187,10 @@ def _softmax(s, vis):
     e = np.where(vis[rows], np.exp(sr - m_safe), 0.0)
     tot = e.sum(axis=1, keepdims=True)
     p[rows] = np.where(vis[rows], e / tot, 0.0)
-    lse[rows] = (np.log(tot) + m_safe)[:, 0]
+    # A row that sees keys but whose every score is -inf (an Inf input) gets a
+    # NaN lse with its NaN p, not the -inf that marks a row with no visible key:
+    # the Inf reaches the row's outputs (as in every backend).
+    lse[rows] = np.where(tot[:, 0] > 0, (np.log(tot) + m_safe)[:, 0], np.nan)
     return p, lse
 
 

@@ -265,5 +265,27 @@ TEST(LargeScores, OneHotWithoutOverflow) {
   }
 }
 
+// An infinite query element whose visible keys all have the opposite sign in
+// that column: every visible score is -inf. The row reads the Inf, so its out
+// and lse are NaN (not the -inf lse of a row that sees no key); the other rows
+// are untouched. (The CLI's random NaN test met this about once in 128 runs,
+// when the Python oracle still gave such a row lse = -inf.)
+TEST(NaNPropagation, InfQueryWithAllScoresNegInf) {
+  const int64_t S = 12, D = 8, row = 5, col = 3;
+  Problem p = make_problem(Case("inf_row").seq(S, S).dims(D, D).causal_mask());
+  for (int64_t j = 0; j < S; ++j) p.k.set(j * D + col, -0.5 - 0.1 * double(j));
+  p.q.set(row * D + col, std::numeric_limits<double>::infinity());
+  for (const Target& t : {cpu_target(), reference_target()}) {
+    const FwdResult f = run_forward(p, t);
+    EXPECT_TRUE(std::isnan(f.lse.get(row))) << t.name;
+    for (int64_t x = 0; x < D; ++x) EXPECT_TRUE(std::isnan(f.out.get(row * D + x))) << t.name;
+    for (int64_t i = 0; i < S; ++i) {
+      if (i == row) continue;
+      EXPECT_TRUE(std::isfinite(f.lse.get(i))) << t.name << " row " << i;
+      for (int64_t x = 0; x < D; ++x) EXPECT_TRUE(std::isfinite(f.out.get(i * D + x))) << t.name << " row " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fatest
