@@ -8,11 +8,19 @@
 // (S = Q K^T of a 64-row query tile against 64 keys), on its own buffers for
 // --seconds, first on one thread, then on every thread count asked for; printed:
 // GFLOP/s in all and the speed-up over one thread, per level (fp32 on the
-// AVX-512 table, bf16 on AMX and on AVX512-BF16 where present).
+// AVX-512 table, bf16 on AMX and on AVX512-BF16 where present). The one-thread
+// point is timed again after the others and the faster of the two is the base
+// (the first AMX run of a process was 35% slower than the second on the dev box).
+//
+// First, a clock probe: a loop of dependent multiply-adds in registers (no
+// memory, latency-bound, so its speed follows the core clock alone). Its
+// speed-up at N threads is the ceiling any kernel's can reach on this host: a
+// lone busy core may run at a higher clock than N busy ones (turbo).
 //
 //   flashattn_tile_scaling [--threads 1,2,4,8,16] [--hdim 128] [--seconds 1]
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -75,6 +83,41 @@ double run(const cpu::Kernels& k, bool bf16, int threads, int64_t d, double seco
   return sum;
 }
 
+volatile float g_probe_sink;  // the probe's results go somewhere, so the loop stays
+
+// Dependent multiply-add chains per second, all threads together (clock probe).
+double clock_probe(int threads, double seconds) {
+  std::vector<double> per_thread(static_cast<size_t>(threads), 0.0);
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num();
+    float acc[16];
+    for (int j = 0; j < 16; ++j) acc[j] = 1.0f + 0.01f * float(j);
+    const float m = 0.9999999f + 0.f * g_probe_sink, a = 1e-7f;  // m not a compile-time constant
+    auto block = [&] {
+      for (int i = 0; i < 4096; ++i)
+        for (int j = 0; j < 16; ++j) acc[j] = acc[j] * m + a;
+    };
+    for (int i = 0; i < 200; ++i) block();  // warm clocks
+#pragma omp barrier
+    const auto t0 = std::chrono::steady_clock::now();
+    int64_t n = 0;
+    double elapsed = 0;
+    do {
+      for (int i = 0; i < 20; ++i) block();
+      n += 20;
+      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } while (elapsed < seconds);
+    float sink = 0;
+    for (float x : acc) sink += x;
+    if (t == 0) g_probe_sink = sink;
+    per_thread[static_cast<size_t>(t)] = static_cast<double>(n) * 4096 * 16 / elapsed;
+  }
+  double sum = 0;
+  for (double x : per_thread) sum += x;
+  return sum;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -102,6 +145,18 @@ int main(int argc, char** argv) {
   const Case cases[] = {{"fp32 avx512", cpu::Isa::avx512, false},
                         {"bf16 avx512_bf16", cpu::Isa::avx512_bf16, true},
                         {"bf16 amx", cpu::Isa::amx, true}};
+  {
+    double one = clock_probe(1, seconds);
+    std::vector<double> at;
+    for (int t : threads) at.push_back(t == 1 ? one : clock_probe(t, seconds));
+    one = std::max(one, clock_probe(1, seconds));  // again, after the busy points
+    for (size_t i = 0; i < threads.size(); ++i)
+      if (threads[i] == 1) at[i] = one;
+    std::printf("%-17s", "clock probe");
+    for (size_t i = 0; i < threads.size(); ++i)
+      std::printf("  %dT %8.2f (%5.2fx)", threads[i], at[i] / 1e9, at[i] / one);
+    std::printf("   (G multiply-adds/s; the ceiling of any kernel's speed-up)\n");
+  }
   const double flops = 2.0 * 64 * 64 * static_cast<double>(d);
   std::printf("product 64 x 64 x %lld per call, %.1f s per point; GFLOP/s (speed-up over 1 thread)\n",
               static_cast<long long>(d), seconds);
@@ -112,14 +167,17 @@ int main(int argc, char** argv) {
     }
     const cpu::Kernels& k = cpu::kernels(c.isa);
     if (c.bf16 && !k.gemm_bf16) continue;
-    const double one = run(k, c.bf16, 1, d, seconds) * flops;
+    double one = run(k, c.bf16, 1, d, seconds) * flops;
+    std::vector<double> at;
+    for (int t : threads) at.push_back(t == 1 ? one : run(k, c.bf16, t, d, seconds) * flops);
+    one = std::max(one, run(k, c.bf16, 1, d, seconds) * flops);  // again, after the busy points
+    for (size_t i = 0; i < threads.size(); ++i)
+      if (threads[i] == 1) at[i] = one;
     std::printf("%-17s", c.name);
-    for (int t : threads) {
-      const double g = t == 1 ? one : run(k, c.bf16, t, d, seconds) * flops;
-      std::printf("  %dT %8.1f (%5.2fx)", t, g / 1e9, g / one);
-      std::fflush(stdout);
-    }
+    for (size_t i = 0; i < threads.size(); ++i)
+      std::printf("  %dT %8.1f (%5.2fx)", threads[i], at[i] / 1e9, at[i] / one);
     std::printf("\n");
+    std::fflush(stdout);
   }
   return 0;
 }
