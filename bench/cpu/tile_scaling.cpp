@@ -46,13 +46,29 @@ std::vector<int> parse_list(const char* s) {
   return v;
 }
 
+// Calls of `once` per second on this thread, after a warm-up and a barrier with
+// the other threads of the enclosing parallel region (called inside it).
+template <typename Once>
+double calls_per_second(Once&& once, int batch, double seconds) {
+  for (int i = 0; i < 200; ++i) once();  // warm caches and clocks
+#pragma omp barrier
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t n = 0;
+  double elapsed = 0;
+  do {
+    for (int i = 0; i < batch; ++i) once();
+    n += batch;
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  } while (elapsed < seconds);
+  return static_cast<double>(n) / elapsed;
+}
+
 // Products per second of all threads together, each on its own operands.
 double run(const cpu::Kernels& k, bool bf16, int threads, int64_t d, double seconds) {
   constexpr int64_t M = 64, N = 64;
   std::vector<double> per_thread(static_cast<size_t>(threads), 0.0);
 #pragma omp parallel num_threads(threads)
   {
-    const int t = omp_get_thread_num();
     std::vector<float> a(static_cast<size_t>(M * d), 0.5f), b(static_cast<size_t>(d * N), 0.25f),
         c(static_cast<size_t>(M * N));
     // bf16 operands: ones of 0x3f00 (0.5) are as good as any for timing; B in
@@ -65,17 +81,7 @@ double run(const cpu::Kernels& k, bool bf16, int threads, int64_t d, double seco
       else
         k.gemm_f32(M, N, d, a.data(), d, b.data(), N, c.data(), N, false);
     };
-    for (int i = 0; i < 200; ++i) once();  // warm caches and clocks
-#pragma omp barrier
-    const auto t0 = std::chrono::steady_clock::now();
-    int64_t n = 0;
-    double elapsed = 0;
-    do {
-      for (int i = 0; i < 100; ++i) once();
-      n += 100;
-      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    } while (elapsed < seconds);
-    per_thread[static_cast<size_t>(t)] = static_cast<double>(n) / elapsed;
+    per_thread[static_cast<size_t>(omp_get_thread_num())] = calls_per_second(once, 100, seconds);
     if (bf16 && k.thread_end) k.thread_end();
   }
   double sum = 0;
@@ -87,35 +93,41 @@ volatile float g_probe_sink;  // the probe's results go somewhere, so the loop s
 
 // Dependent multiply-add chains per second, all threads together (clock probe).
 double clock_probe(int threads, double seconds) {
+  constexpr int kChains = 16, kSteps = 4096;
   std::vector<double> per_thread(static_cast<size_t>(threads), 0.0);
 #pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num();
-    float acc[16];
-    for (int j = 0; j < 16; ++j) acc[j] = 1.0f + 0.01f * float(j);
+    float acc[kChains];
+    for (int j = 0; j < kChains; ++j) acc[j] = 1.0f + 0.01f * float(j);
     const float m = 0.9999999f + 0.f * g_probe_sink, a = 1e-7f;  // m not a compile-time constant
-    auto block = [&] {
-      for (int i = 0; i < 4096; ++i)
-        for (int j = 0; j < 16; ++j) acc[j] = acc[j] * m + a;
+    auto once = [&] {
+      for (int i = 0; i < kSteps; ++i)
+        for (int j = 0; j < kChains; ++j) acc[j] = acc[j] * m + a;
     };
-    for (int i = 0; i < 200; ++i) block();  // warm clocks
-#pragma omp barrier
-    const auto t0 = std::chrono::steady_clock::now();
-    int64_t n = 0;
-    double elapsed = 0;
-    do {
-      for (int i = 0; i < 20; ++i) block();
-      n += 20;
-      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    } while (elapsed < seconds);
+    per_thread[static_cast<size_t>(t)] = calls_per_second(once, 20, seconds) * kSteps * kChains;
     float sink = 0;
     for (float x : acc) sink += x;
     if (t == 0) g_probe_sink = sink;
-    per_thread[static_cast<size_t>(t)] = static_cast<double>(n) * 4096 * 16 / elapsed;
   }
   double sum = 0;
   for (double x : per_thread) sum += x;
   return sum;
+}
+
+// One printed row: rate(t) at every thread count, the one-thread point timed
+// again after the busy ones and the faster of the two taken as the base.
+template <typename Rate>
+void print_row(const char* name, const std::vector<int>& threads, Rate&& rate, int decimals) {
+  double one = rate(1);
+  std::vector<double> at;
+  for (int t : threads) at.push_back(t == 1 ? one : rate(t));
+  one = std::max(one, rate(1));
+  std::printf("%-17s", name);
+  for (size_t i = 0; i < threads.size(); ++i) {
+    const double g = threads[i] == 1 ? one : at[i];
+    std::printf("  %dT %8.*f (%5.2fx)", threads[i], decimals, g / 1e9, g / one);
+  }
 }
 
 }  // namespace
@@ -145,18 +157,8 @@ int main(int argc, char** argv) {
   const Case cases[] = {{"fp32 avx512", cpu::Isa::avx512, false},
                         {"bf16 avx512_bf16", cpu::Isa::avx512_bf16, true},
                         {"bf16 amx", cpu::Isa::amx, true}};
-  {
-    double one = clock_probe(1, seconds);
-    std::vector<double> at;
-    for (int t : threads) at.push_back(t == 1 ? one : clock_probe(t, seconds));
-    one = std::max(one, clock_probe(1, seconds));  // again, after the busy points
-    for (size_t i = 0; i < threads.size(); ++i)
-      if (threads[i] == 1) at[i] = one;
-    std::printf("%-17s", "clock probe");
-    for (size_t i = 0; i < threads.size(); ++i)
-      std::printf("  %dT %8.2f (%5.2fx)", threads[i], at[i] / 1e9, at[i] / one);
-    std::printf("   (G multiply-adds/s; the ceiling of any kernel's speed-up)\n");
-  }
+  print_row("clock probe", threads, [&](int t) { return clock_probe(t, seconds); }, 2);
+  std::printf("   (G multiply-adds/s; the ceiling of any kernel's speed-up)\n");
   const double flops = 2.0 * 64 * 64 * static_cast<double>(d);
   std::printf("product 64 x 64 x %lld per call, %.1f s per point; GFLOP/s (speed-up over 1 thread)\n",
               static_cast<long long>(d), seconds);
@@ -167,15 +169,7 @@ int main(int argc, char** argv) {
     }
     const cpu::Kernels& k = cpu::kernels(c.isa);
     if (c.bf16 && !k.gemm_bf16) continue;
-    double one = run(k, c.bf16, 1, d, seconds) * flops;
-    std::vector<double> at;
-    for (int t : threads) at.push_back(t == 1 ? one : run(k, c.bf16, t, d, seconds) * flops);
-    one = std::max(one, run(k, c.bf16, 1, d, seconds) * flops);  // again, after the busy points
-    for (size_t i = 0; i < threads.size(); ++i)
-      if (threads[i] == 1) at[i] = one;
-    std::printf("%-17s", c.name);
-    for (size_t i = 0; i < threads.size(); ++i)
-      std::printf("  %dT %8.1f (%5.2fx)", threads[i], at[i] / 1e9, at[i] / one);
+    print_row(c.name, threads, [&](int t) { return run(k, c.bf16, t, d, seconds) * flops; }, 1);
     std::printf("\n");
     std::fflush(stdout);
   }
