@@ -8,8 +8,10 @@
 # ~0.1 s boost the GPU gives after idling, so both builds meet its power cap:
 # without it, rows running the same code on both sides moved by up to 7% between
 # processes (bench/results/2026-11-30_h200_ab_s9_bwd_v10.txt); WARMUP_MS=0 times
-# from idle.
-# Usage: [ROUNDS=2] [WARMUP_MS=100] scripts/gpu_ab_bench.sh SHIM_A SHIM_B OUT_DIR [bench_gpu.py args]
+# from idle. A_ENV / B_ENV (NAME=VALUE ...) set variables for one side's runs,
+# so that one build can be compared with itself under two settings (the same
+# shim for both, FLASHATTN_SM80_TILES=standard against large, say).
+# Usage: [ROUNDS=2] [WARMUP_MS=100] [A_ENV=..] [B_ENV=..] scripts/gpu_ab_bench.sh SHIM_A SHIM_B OUT_DIR [bench_gpu.py args]
 set -uo pipefail
 a=$1; b=$2; out=$3; shift 3
 rounds=${ROUNDS:-2}
@@ -17,8 +19,9 @@ mkdir -p "$out"
 files=()
 for ((r = 1; r <= rounds; r++)); do
   for v in a b; do
-    shim=$a; [ $v = b ] && shim=$b
-    timeout 300 python3 "$(dirname "$0")/../bench/gpu/bench_gpu.py" --shim "$shim" --no-peers \
+    shim=$a; side_env=${A_ENV:-}; [ $v = b ] && shim=$b && side_env=${B_ENV:-}
+    # shellcheck disable=SC2086  # NAME=VALUE words
+    env $side_env timeout 300 python3 "$(dirname "$0")/../bench/gpu/bench_gpu.py" --shim "$shim" --no-peers \
       --warmup-ms "${WARMUP_MS:-100}" \
       --json "$out/$v$r.json" "$@" > "$out/$v$r.log" 2>&1 || echo "$v round $r: exit $?"
     files+=("$out/$v$r.json")

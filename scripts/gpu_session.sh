@@ -11,7 +11,7 @@ set -uo pipefail
 bin=$1; out=$2; shift 2
 logs=$(mktemp -d)/logs
 mkdir -p "$out" "$logs"
-steps=" ${STEPS:-hopper_tests gpu_tests gpu_tests_sm80 cli_check gpu_large memcheck memcheck_sm80 racecheck_sm80 racecheck synccheck bench} "
+steps=" ${STEPS:-hopper_tests gpu_tests gpu_tests_sm80 gpu_tests_compact gpu_tests_standard cli_check gpu_large memcheck memcheck_sm80 memcheck_compact racecheck_sm80 racecheck_compact racecheck synccheck bench} "
 shards=${SHARDS:-8}  # test steps run as this many GoogleTest shards at once: the
 # float64 oracles are serial per case and dominate the suite's time, the GPU is idle.
 step() {  # step NAME SECONDS COMMAND...: run with a limit in $shards shards, log, summarise
@@ -46,6 +46,14 @@ step hopper_tests ${HOPPER_LIMIT:-200} "$bin/flashattn_tests" --gtest_filter='Ho
 step gpu_tests ${GPU_LIMIT:-250} "$bin/flashattn_tests" --gtest_filter='*Cuda*'
 step gpu_tests_sm80 ${SM80_LIMIT:-200} env FLASHATTN_FORCE_SM80=1 "$bin/flashattn_tests" \
   --gtest_filter='*CudaForward*:*CudaBackward*:CudaGraph.*'
+# The sm80 kernels of the smaller shared-memory tiers (kernels/sm80/tiles.h), which an
+# H200 picks only on request: compact (RTX 30/40/50, L4, L40S: every backward, the
+# hd256 forward) and standard (A100: the hd256 backward; the H200's own tier, large,
+# runs it with two Q/dO stages in gpu_tests_sm80).
+step gpu_tests_compact ${SM80_LIMIT:-200} env FLASHATTN_FORCE_SM80=1 FLASHATTN_SM80_TILES=compact "$bin/flashattn_tests" \
+  --gtest_filter='*CudaBackward*:*CudaForward*hdim256*:*CudaForward*hdim200*:CudaGraph.*'
+step gpu_tests_standard ${SM80_LIMIT:-200} env FLASHATTN_FORCE_SM80=1 FLASHATTN_SM80_TILES=standard "$bin/flashattn_tests" \
+  --gtest_filter='*CudaBackward*hdim256*:*CudaBackward*hdim200*'
 shards=1 step cli_check 120 "$bin/flashattn" check --backend cuda --trials 300
 shards=1 step gpu_large 200 env FLASHATTN_LARGE_TESTS=1 "$bin/flashattn_tests" --gtest_filter='CudaLarge.*'
 step memcheck 180 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/flashattn_tests" \
@@ -54,6 +62,10 @@ step memcheck 180 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/fla
 # partial tiles, odd lengths and packed batches exercise the zero-filled copies.
 step memcheck_sm80 180 env FLASHATTN_FORCE_SM80=1 compute-sanitizer --tool memcheck --error-exitcode 9 \
   "$bin/flashattn_tests" --gtest_filter='HeadDims/Cuda*.*hdim64*:Varlen/Cuda*.*:Lengths/Cuda*.*:Masks/Cuda*.*' --gtest_brief=1
+step memcheck_compact 180 env FLASHATTN_FORCE_SM80=1 FLASHATTN_SM80_TILES=compact compute-sanitizer --tool memcheck \
+  --error-exitcode 9 "$bin/flashattn_tests" --gtest_filter='HeadDims/CudaBackward.*:Lengths/CudaBackward.*:HeadDims/CudaForward.*hdim256*' --gtest_brief=1
+step racecheck_compact 180 env FLASHATTN_FORCE_SM80=1 FLASHATTN_SM80_TILES=compact compute-sanitizer --tool racecheck \
+  --error-exitcode 9 "$bin/flashattn_tests" --gtest_filter='HeadDims/CudaBackward.*causal*:HeadDims/CudaForward.*hdim256_causal*' --gtest_brief=1
 step racecheck_sm80 180 env FLASHATTN_FORCE_SM80=1 compute-sanitizer --tool racecheck --error-exitcode 9 \
   "$bin/flashattn_tests" --gtest_filter='HeadDims/Cuda*.*hdim128_causal*:Lengths/Cuda*.*' --gtest_brief=1
 step racecheck 180 compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/flashattn_tests" \

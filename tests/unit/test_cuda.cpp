@@ -11,9 +11,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 #include "cases.h"
 #include "flashattn/numeric.h"
+#include "kernels/sm80/launch.h"
+#include "kernels/sm80/tiles.h"
 #include "kernels/sm90/launch.h"
 
 namespace fatest {
@@ -477,6 +480,51 @@ TEST(CudaDispatch, HopperBackwardTakesOnlyWhatItImplements) {
   window.window_left = 64, window.window_right = 0;
   EXPECT_TRUE(fa::sm90::supports_backward(window));
 #endif
+}
+
+// The sm80 kernels' tiles by the device's shared memory per block (no GPU
+// needed): 99 KiB (RTX 30/40/50, L4, L40S) compact, 163 KiB (A100) standard,
+// 227 KiB (H100/H200) large; FLASHATTN_SM80_TILES can only lower the tier.
+TEST(Sm80Tiles, TierFollowsSharedMemoryAndRequest) {
+  using fa::sm80::pick_smem_tier;
+  using fa::sm80::SmemTier;
+  EXPECT_EQ(pick_smem_tier(101376, nullptr), SmemTier::compact);
+  EXPECT_EQ(pick_smem_tier(49152, nullptr), SmemTier::compact);
+  EXPECT_EQ(pick_smem_tier(166912, nullptr), SmemTier::standard);
+  EXPECT_EQ(pick_smem_tier(232448, nullptr), SmemTier::large);
+  EXPECT_EQ(pick_smem_tier(232448, ""), SmemTier::large);
+  EXPECT_EQ(pick_smem_tier(232448, "compact"), SmemTier::compact);
+  EXPECT_EQ(pick_smem_tier(232448, "standard"), SmemTier::standard);
+  EXPECT_EQ(pick_smem_tier(166912, "large"), SmemTier::standard);  // never above the device
+  EXPECT_EQ(pick_smem_tier(101376, "standard"), SmemTier::compact);
+  EXPECT_EQ(pick_smem_tier(232448, "tiny"), SmemTier::large);  // unknown: ignored
+}
+
+// Which tiers have kernels of their own (the rest run the standard ones), as
+// scripts/gen_instantiations.py writes them.
+TEST(Sm80Tiles, TiersWithTilesOfTheirOwn) {
+  using fa::sm80::SmemTier;
+  for (int d : fa::sm80::kHeadDims) {
+    EXPECT_EQ(fa::sm80::fwd_tier_differs(d, SmemTier::compact), d == 256) << d;
+    EXPECT_FALSE(fa::sm80::fwd_tier_differs(d, SmemTier::large)) << d;
+    EXPECT_TRUE(fa::sm80::bwd_tier_differs(d, SmemTier::compact)) << d;
+    EXPECT_EQ(fa::sm80::bwd_tier_differs(d, SmemTier::large), d == 256) << d;
+  }
+}
+
+// The tier a GPU runs follows its limit, and the request lowers it.
+TEST(CudaDispatch, Sm80TierOfTheDevice) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  int optin = 0;
+  cuda_ok(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), "attribute");
+  const char* saved = std::getenv("FLASHATTN_SM80_TILES");
+  const std::string restore = saved != nullptr ? saved : "";
+  unsetenv("FLASHATTN_SM80_TILES");
+  EXPECT_EQ(fa::sm80::device_smem_tier(0), fa::sm80::pick_smem_tier(optin, nullptr));
+  setenv("FLASHATTN_SM80_TILES", "compact", 1);
+  EXPECT_EQ(fa::sm80::device_smem_tier(0), fa::sm80::SmemTier::compact);
+  if (saved != nullptr) setenv("FLASHATTN_SM80_TILES", restore.c_str(), 1);
+  else unsetenv("FLASHATTN_SM80_TILES");
 }
 
 }  // namespace

@@ -46,9 +46,11 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <int kHeadDim, typename Element>
+template <int kHeadDim, typename Element, SmemTier kTier>
 cudaError_t run_bwd(const BwdKernelParams& p, cudaStream_t stream) {
-  using Traits = BwdTraits<kHeadDim, Element>;
+  static_assert(kTier == SmemTier::standard || bwd_tier_differs(kHeadDim, kTier),
+                "a tier without tiles of its own runs the standard kernel (no instantiation of its own)");
+  using Traits = BwdTraits<kHeadDim, Element, kTier>;
   return detail::needs_score_mods(p) ? launch_bwd<Traits, true>(p, stream)
                                      : launch_bwd<Traits, false>(p, stream);
 }

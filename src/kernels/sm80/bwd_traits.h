@@ -1,7 +1,8 @@
 // Tile shapes and CuTe building blocks of the sm80 backward kernels.
 //   dK/dV kernel: one block owns kBlockN keys of one kv head and walks the query
-//     tiles (kBlockM rows) of every query head of its group: 8 warps. Q and dO
-//     tiles are double-buffered; outside deterministic mode it also adds
+//     tiles (kBlockM rows) of every query head of its group: 8 warps (4 for the
+//     smallest tiles). Q and dO tiles are double-buffered where shared memory
+//     allows; outside deterministic mode it also adds
 //     dS K into the fp32 dQ accumulator with atomics, kDqChunk columns at a time.
 //     mma.sync kernels are bound by shared-memory reads (ldmatrix) as much as by
 //     the tensor cores: a warp tile of a x b outputs reads (a + b) * 32 bytes per
@@ -15,39 +16,46 @@
 
 namespace flashattn::sm80 {
 
-template <int kHeadDim_, typename Element_>
+template <int kHeadDim_, typename Element_, SmemTier kTier_ = SmemTier::standard>
 struct BwdTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
-  // Query rows per step: 128 at hd64 (the registers allow it, and it halves the K/V
-  // reads per product), 64 above.
-  static constexpr int kBlockM = kHeadDim <= 64 ? 128 : 64;
-  // Keys per dK/dV block: 128 up to hd128 (bigger warp tiles); at hd192/256 the
-  // dK and dV accumulators of 128 keys would not fit the registers.
-  static constexpr int kBlockN = kHeadDim <= 128 ? 128 : 64;
+  static constexpr SmemTier kTier = kTier_;
+  static constexpr BwdTileConfig kConfig = bwd_tile_config(kHeadDim_, kTier_);
+  static constexpr int kBlockM = kConfig.block_m;
+  static constexpr int kBlockN = kConfig.block_n;
   static constexpr int kBlockMdQ = 64;                         // query rows per dQ block
   static constexpr int kBlockNdQ = kHeadDim <= 128 ? 64 : 32;  // keys per dQ step
-  static constexpr int kThreadsKV = 256;
+  static constexpr int kWarpsKV = kConfig.warps;
+  static constexpr int kThreadsKV = kWarpsKV * 32;
   static constexpr int kThreadsQ = 128;
+  static_assert(kWarpsKV == 8 || kWarpsKV == 4, "the dK/dV kernel's warp grids are written for 8 or 4 warps");
 
   using MmaAtom = typename FwdTraits<kHeadDim, Element>::MmaAtom;
-  // dK/dV kernel, 8 warps. S^T, dP^T (kBlockN x kBlockM): 4 x 2 warps, 32 x 32 each
-  // at kBlockN = 128 (16 x 32 at 64).
-  using TiledMmaSdP = TiledMMA<MmaAtom, Layout<Shape<_4, _2, _1>>, Tile<_64, _32, _16>>;
-  // dK, dV (kBlockN x D): 32 keys x D/2 per warp at kBlockN = 128, 32 x D/4 at 64.
-  using TiledMmadKV = std::conditional_t<
-      kBlockN == 128, TiledMMA<MmaAtom, Layout<Shape<_4, _2, _1>>, Tile<_64, _32, _16>>,
-      TiledMMA<MmaAtom, Layout<Shape<_2, _4, _1>>, Tile<_32, _64, _16>>>;
+  // A grid of wm x wn warps, each taking 16 x 16 of the output per MMA pair.
+  template <int wm, int wn>
+  using WarpGrid = TiledMMA<MmaAtom, Layout<Shape<Int<wm>, Int<wn>, _1>>, Tile<Int<16 * wm>, Int<16 * wn>, _16>>;
+  // dK/dV kernel. S^T, dP^T (kBlockN x kBlockM): 4 x 2 warps (8 warps; 32 x 32
+  // each at 128 x 64, 16 x 32 at 64 x 64), 2 x 2 (4 warps).
+  static constexpr int kWarpsMSdP = kWarpsKV == 8 ? 4 : 2;
+  using TiledMmaSdP = WarpGrid<kWarpsMSdP, kWarpsKV / kWarpsMSdP>;
+  // dK, dV (kBlockN x D): 32 keys x D/2 per warp at kBlockN = 128; at 64 keys
+  // 32 x D/4 (2 x 4 warps), or 16 x D/2 (4 x 2) where D/4 is no multiple of 16.
+  static constexpr int kWarpsMdKV = kWarpsKV == 4 ? 2 : kBlockN == 128 || kHeadDim % 64 != 0 ? 4 : 2;
+  using TiledMmadKV = WarpGrid<kWarpsMdKV, kWarpsKV / kWarpsMdKV>;
   // dQ columns per atomic pass: 128 at most (registers), a divisor of the head dim.
   static constexpr int kDqChunk = kHeadDim % 128 == 0 ? 128 : kHeadDim % 64 == 0 ? 64 : kHeadDim;
-  // dQ chunk (kBlockM x kDqChunk): kBlockM/32 x (8 / that) warps of 32 x 32 each
-  // (4 x 2 warps of 16 x 48 at hd96, whose 96 columns do not split in four).
-  static constexpr int kWarpsMdQ = kBlockM / 32, kWarpsNdQ = 8 / kWarpsMdQ;
-  using TiledMmadQ = std::conditional_t<
-      kDqChunk % (16 * kWarpsNdQ) == 0,
-      TiledMMA<MmaAtom, Layout<Shape<Int<kWarpsMdQ>, Int<kWarpsNdQ>, _1>>,
-               Tile<Int<16 * kWarpsMdQ>, Int<16 * kWarpsNdQ>, _16>>,
-      TiledMMA<MmaAtom, Layout<Shape<_4, _2, _1>>, Tile<_64, _32, _16>>>;
+  // dQ chunk (kBlockM x kDqChunk): kBlockM/32 warps along the rows (32 x 32
+  // warp tiles at 8 warps); where the chunk does not split into that many
+  // 16-wide columns (hd96, hd192 at 32 rows), twice the warps along the rows.
+  static constexpr int kWarpsMdQ0 = kBlockM / 32 > kWarpsKV ? kWarpsKV : kBlockM / 32;
+  static constexpr bool kDqGridFits = kDqChunk % (16 * (kWarpsKV / kWarpsMdQ0)) == 0;
+  static constexpr int kWarpsMdQ = kDqGridFits ? kWarpsMdQ0 : 2 * kWarpsMdQ0;
+  using TiledMmadQ = WarpGrid<kWarpsMdQ, kWarpsKV / kWarpsMdQ>;
+  static_assert(kBlockN % (16 * kWarpsMSdP) == 0 && kBlockM % (16 * (kWarpsKV / kWarpsMSdP)) == 0 &&
+                    kBlockN % (16 * kWarpsMdKV) == 0 && kHeadDim % (16 * (kWarpsKV / kWarpsMdKV)) == 0 &&
+                    kBlockM % (16 * kWarpsMdQ) == 0 && kDqChunk % (16 * (kWarpsKV / kWarpsMdQ)) == 0,
+                "every product's warp grid divides its tile");
   // dQ kernel: 4 warps stacked along the query rows.
   using TiledMmaQ = TiledMMA<MmaAtom, Layout<Shape<_4, _1, _1>>, Tile<_64, _16, _16>>;
 
@@ -63,9 +71,12 @@ struct BwdTraits {
                                          make_layout(Shape<Int<kHeadDim>, Int<kRows>>{}, GenRowMajor{})));
   template <int kRows>
   using SmemRowsTNoSwizzle = decltype(get_nonswizzle_portion(SmemRowsT<kRows>{}));
-  // P^T and dS^T (kBlockN x kBlockM) of the dK/dV kernel.
+  // P^T and dS^T (kBlockN x kBlockM) of the dK/dV kernel: rows of 64 query
+  // columns, or of 32 (with the narrower swizzle) for 32-row steps.
+  static constexpr int kBlockKPdS = kBlockM % 64 == 0 ? 64 : 32;
   using SmemLayoutPdS = decltype(tile_to_shape(
-      composition(Swizzle<3, 3, 3>{}, Layout<Shape<_8, _64>, Stride<_64, _1>>{}),
+      composition(Swizzle<kBlockKPdS == 64 ? 3 : 2, 3, 3>{},
+                  Layout<Shape<_8, Int<kBlockKPdS>>, Stride<Int<kBlockKPdS>, _1>>{}),
       Shape<Int<kBlockN>, Int<kBlockM>>{}));
   // dS (kBlockM x kBlockN) read from the dS^T tile, the A operand of dQ = dS K.
   using SmemLayoutdSt = decltype(composition(
@@ -90,14 +101,13 @@ struct BwdTraits {
       Copy_Atom<UniversalCopy<cute::uint128_t>, Element>{}, GmemLayoutAtom<kThreads>{},
       Layout<Shape<_1, Int<kGmemElemsPerLoad>>>{}));
 
-  // Q/dO stages of the dK/dV kernel: two (the next tile loads during this one's
-  // products) while that fits the 163 KiB an sm80 block may have; one at 256.
-  static constexpr int kStagesQ = kHeadDim <= 192 ? 2 : 1;
+  static constexpr int kStagesQ = kConfig.stages_q;  // Q/dO stages of the dK/dV kernel
   // dK/dV kernel: K, V, the Q and dO stages, P^T and dS^T, the stages' LSE and d.
   static constexpr int kSmemKV = (2 * kBlockN + 2 * kStagesQ * kBlockM) * kHeadDim * int(sizeof(Element)) +
                                  2 * kBlockN * kBlockM * int(sizeof(Element)) + 2 * kStagesQ * kBlockM * 4;
   // dQ kernel: Q, dO, K, V tiles.
   static constexpr int kSmemQ = (2 * kBlockMdQ + 2 * kBlockNdQ) * kHeadDim * int(sizeof(Element));
+  static_assert(kSmemKV <= smem_budget(kTier) && kSmemQ <= smem_budget(kTier), "tiles over the tier's shared memory");
 };
 
 }  // namespace flashattn::sm80

@@ -9,6 +9,7 @@
 #include <cutlass/numeric_types.h>
 
 #include "kernels/sm80/launch.h"
+#include "kernels/sm80/tiles.h"
 
 namespace flashattn::sm80 {
 namespace {
@@ -86,15 +87,31 @@ int forward_head_dim(const FwdParams& p) {
   return p.dtype == DType::bf16 ? bucket_for<bf16>(padded_dim(p)) : bucket_for<fp16>(padded_dim(p));
 }
 
+// The device's tier's kernels where it has its own (tiles.h), the standard ones
+// otherwise.
 cudaError_t forward(const FwdKernelParams& p, cudaStream_t stream) {
+  const SmemTier tier = device_smem_tier(p.device.index);
   return run_dtype(p, forward_head_dim(p), [&](auto dim, auto elem) {
-    return run_fwd<decltype(dim)::value, decltype(elem)>(p, stream);
+    constexpr int D = decltype(dim)::value;
+    using T = decltype(elem);
+    if constexpr (fwd_tier_differs(D, SmemTier::compact))
+      if (tier == SmemTier::compact) return run_fwd<D, T, SmemTier::compact>(p, stream);
+    if constexpr (fwd_tier_differs(D, SmemTier::large))
+      if (tier == SmemTier::large) return run_fwd<D, T, SmemTier::large>(p, stream);
+    return run_fwd<D, T, SmemTier::standard>(p, stream);
   });
 }
 
 cudaError_t backward(const BwdKernelParams& p, cudaStream_t stream) {
+  const SmemTier tier = device_smem_tier(p.device.index);
   return run_dtype(p, forward_head_dim(p), [&](auto dim, auto elem) {
-    return run_bwd<decltype(dim)::value, decltype(elem)>(p, stream);
+    constexpr int D = decltype(dim)::value;
+    using T = decltype(elem);
+    if constexpr (bwd_tier_differs(D, SmemTier::compact))
+      if (tier == SmemTier::compact) return run_bwd<D, T, SmemTier::compact>(p, stream);
+    if constexpr (bwd_tier_differs(D, SmemTier::large))
+      if (tier == SmemTier::large) return run_bwd<D, T, SmemTier::large>(p, stream);
+    return run_bwd<D, T, SmemTier::standard>(p, stream);
   });
 }
 

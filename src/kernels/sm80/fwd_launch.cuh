@@ -28,11 +28,15 @@ cudaError_t launch_fwd(const FwdKernelParams& p, cudaStream_t stream) {
 
 // Score modifiers (softcap, ALiBi, dropout, a non-positive scale) take the
 // general variant; plain attention folds the scale into exp2.
-template <int kHeadDim, typename Element>
+template <int kHeadDim, typename Element, SmemTier kTier>
 cudaError_t run_fwd(const FwdKernelParams& p, cudaStream_t stream) {
-  constexpr TileConfig m = tile_config(kHeadDim, true);
-  using Traits = FwdTraits<kHeadDim, Element>;
+  static_assert(kTier == SmemTier::standard || fwd_tier_differs(kHeadDim, kTier),
+                "a tier without tiles of its own runs the standard kernel (no instantiation of its own)");
+  constexpr TileConfig c = tile_config(kHeadDim, false, kTier), m = tile_config(kHeadDim, true, kTier);
+  using Traits = FwdTraits<kHeadDim, Element, c.block_m, c.block_n, c.warps, c.skip_rescale>;
   using TraitsMods = FwdTraits<kHeadDim, Element, m.block_m, m.block_n, m.warps, m.skip_rescale>;
+  static_assert(Traits::kSmemBytes <= smem_budget(kTier) && TraitsMods::kSmemBytes <= smem_budget(kTier),
+                "tiles over the tier's shared memory");
   return detail::needs_score_mods(p) ? launch_fwd<TraitsMods, true>(p, stream) : launch_fwd<Traits, false>(p, stream);
 }
 

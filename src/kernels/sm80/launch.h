@@ -5,16 +5,18 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/common/kernel_params.h"
+#include "kernels/sm80/smem_tier.h"
 
 namespace flashattn::sm80 {
 
 using detail::BwdKernelParams;
 using detail::FwdKernelParams;
 
-// Defined in instantiations/{fwd,bwd}_hdim{D}_{dtype}_sm80.cu.
-template <int kHeadDim, typename Element>
+// Defined in instantiations/{fwd,bwd}_hdim{D}_{dtype}_sm80.cu (the standard
+// tier) and ..._sm80_{tier}.cu (the tiers with tiles of their own).
+template <int kHeadDim, typename Element, SmemTier kTier>
 cudaError_t run_fwd(const FwdKernelParams& p, cudaStream_t stream);
-template <int kHeadDim, typename Element>
+template <int kHeadDim, typename Element, SmemTier kTier>
 cudaError_t run_bwd(const BwdKernelParams& p, cudaStream_t stream);
 
 // Head dims with an instantiated kernel; others run on the next larger one.

@@ -2,5 +2,5 @@
 #include "kernels/sm80/bwd_launch.cuh"
 
 namespace flashattn::sm80 {
-template cudaError_t run_bwd<96, cutlass::bfloat16_t>(const BwdKernelParams&, cudaStream_t);
+template cudaError_t run_bwd<96, cutlass::bfloat16_t, SmemTier::standard>(const BwdKernelParams&, cudaStream_t);
 }  // namespace flashattn::sm80

@@ -2,5 +2,5 @@
 #include "kernels/sm80/fwd_launch.cuh"
 
 namespace flashattn::sm80 {
-template cudaError_t run_fwd<256, cutlass::bfloat16_t>(const FwdKernelParams&, cudaStream_t);
+template cudaError_t run_fwd<256, cutlass::bfloat16_t, SmemTier::standard>(const FwdKernelParams&, cudaStream_t);
 }  // namespace flashattn::sm80
