@@ -99,11 +99,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 #endif
   if (threadIdx.x == 0) {
     hang_init(marks);
-    CUTE_UNROLL
-    for (int s = 0; s < Traits::kQStages; ++s) {
-      Barrier::init(&smem.q_full[s], 1);
-      Barrier::init(&smem.q_empty[s], Traits::kConsumerThreads);
-    }
+    Barrier::init(&smem.q_full, 1);
+    Barrier::init(&smem.q_empty, Traits::kConsumerThreads);
     CUTE_UNROLL
     for (int s = 0; s < kStages; ++s) {
       Barrier::init(&smem.k_full[s], 1);
@@ -115,15 +112,15 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   }
   __syncthreads();
 
-  Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQStages{});  // (.., .., buffer)
+  Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});
   Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutKV{});
   Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutKV{});
   Tensor sVt = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutVt{});
 
   if (warp_group == 0) {
     // Producer: per tile, K of its first key tile, then Q once the consumers are
-    // done with the Q buffer's previous tile (Traits::kQStages), then V; then the
-    // rest of the key tiles, walked from the last down, as the consumers do.
+    // done with the previous Q, then V; then the rest of the key tiles, walked
+    // from the last down, as the consumers do.
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
 #ifdef FLASHATTN_SM90_HANG_CHECK
     if (threadIdx.x == 32) hang_watchdog(marks, kGroups);
@@ -134,7 +131,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     Tensor mV = args.tma_v.get_tma_tensor(make_shape(rows_k, kHeadDim, int(p.heads_kv), batches));
     const int group_size = int(p.heads_q / p.heads_kv);
     PipeState<kStages> kv;
-    PipeState<Traits::kQStages> qp;
+    uint32_t q_phase = 0;
     for (int r = 0; sched.valid(sched.tile(r)); ++r) {
       const int t = sched.tile(r);
       const Tile tile(p, sched.decode(t));
@@ -147,8 +144,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
                              make_coord(_, _0{}));
       Tensor gV = local_tile(domain_offset(k_start, mV(_, _, hk, bb)), Shape<Int<kBlockN>, Int<kHeadDim>>{},
                              make_coord(_, _0{}));
-      auto [tQgQ, tQsQ] = tma_partition(args.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ(_, _, qp.stage)),
-                                        group_modes<0, 2>(gQ));
+      auto [tQgQ, tQsQ] = tma_partition(args.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
       auto [tKgK, tKsK] = tma_partition(args.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
       auto [tVgV, tVsV] = tma_partition(args.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
       for (int i = 0; i < tile.n_tiles; ++i) {
@@ -158,10 +154,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         Barrier::arrive_and_expect_tx(&smem.k_full[s], Traits::kTmaBytesKV);
         copy(args.tma_k.with(smem.k_full[s]), tKgK(_, n_block), tKsK(_, s));
         if (i == 0) {
-          wait_barrier(&smem.q_empty[qp.stage], qp.phase ^ 1, Where::kQEmpty, qp.stage, t, -1, marks, 0);
-          Barrier::arrive_and_expect_tx(&smem.q_full[qp.stage], Traits::kTmaBytesQ);
-          copy(args.tma_q.with(smem.q_full[qp.stage]), tQgQ, tQsQ);
-          qp.advance();
+          wait_barrier(&smem.q_empty, q_phase ^ 1, Where::kQEmpty, 0, t, -1, marks, 0);
+          Barrier::arrive_and_expect_tx(&smem.q_full, Traits::kTmaBytesQ);
+          copy(args.tma_q.with(smem.q_full), tQgQ, tQsQ);
+          q_phase ^= 1;
         }
         wait_barrier(&smem.v_empty[s], kv.phase ^ 1, Where::kVEmpty, s, t, n_block, marks, 0);
         Barrier::arrive_and_expect_tx(&smem.v_full[s], Traits::kTmaBytesKV);
@@ -187,7 +183,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   typename Traits::TiledMmaO mma_o;
   auto thr_s = mma_s.get_thread_slice(tidx);
   auto thr_o = mma_o.get_thread_slice(tidx);
-  Tensor tSrQ = thr_s.partition_fragment_A(sQ);   // smem descriptors (.., .., k, buffer)
+  Tensor tSrQ = thr_s.partition_fragment_A(sQ);   // smem descriptors
   Tensor tSrK = thr_s.partition_fragment_B(sK);   // (.., .., k, stage)
   Tensor tOrV = thr_o.partition_fragment_B(sVt);  // (.., .., k, stage)
   Tensor acc_o = partition_fragment_C(mma_o, Shape<Int<kBlockM>, Int<kHeadDim>>{});
@@ -246,14 +242,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   Tensor rP = make_tensor<Element>(acc_s.layout());
   Tensor tOrP = make_tensor(rP.data(), acc_as_a(rP.layout()));
   PipeState<kStages> kv;
-  PipeState<Traits::kQStages> qp;
+  uint32_t q_phase = 0;
   for (int r = 0; sched.valid(sched.tile(r)); ++r) {
     t = sched.tile(r);
     const Tile tile(p, sched.decode(t));
     if (!tile.has_rows()) continue;
-    // This tile's Q buffer and its phase (tiles without work load no Q).
-    const PipeState<Traits::kQStages> q_at = qp;
-    if (tile.has_work()) qp.advance();
     const int m0 = tile.m0, seqlen_q = tile.seqlen_q;
     clear(acc_o);
     // The mask's bounds for this thread's rows and for the whole tile, as 32-bit
@@ -318,11 +311,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         pass_turn();
         owes_pass = false;
       }
-      wait_barrier(&smem.q_full[q_at.stage], q_at.phase, Where::kQFull, q_at.stage, t, -1, marks, slot);
+      wait_barrier(&smem.q_full, q_phase, Where::kQFull, 0, t, -1, marks, slot);
+      q_phase ^= 1;
       wait_barrier(&smem.k_full[kv.stage], kv.phase, Where::kKFull, kv.stage, t, tile.n_block_max - 1, marks, slot);
       wait_turn();
-      wgmma_issue<true, false>(mma_s, desc_here<Traits::kQDescInLoop>(tSrQ(_, _, _, q_at.stage)),
-                               tSrK(_, _, _, kv.stage), acc_s);
+      wgmma_issue<true, false>(mma_s, desc_here<Traits::kQDescInLoop>(tSrQ), tSrK(_, _, _, kv.stage), acc_s);
       pass_turn();
       warpgroup_wait<0>();
       warpgroup_fence_operand(acc_s);
@@ -349,8 +342,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         if constexpr (kLateP) form_p(i > 1);
         wait_barrier(&smem.k_full[kv.stage], kv.phase, Where::kKFull, kv.stage, t, n_block, marks, slot);
         wait_turn();
-        wgmma_issue<true, false>(mma_s, desc_here<Traits::kQDescInLoop>(tSrQ(_, _, _, q_at.stage)),
-                                 tSrK(_, _, _, kv.stage), acc_s);
+        wgmma_issue<true, false>(mma_s, desc_here<Traits::kQDescInLoop>(tSrQ), tSrK(_, _, _, kv.stage), acc_s);
         if constexpr (kLateP) detail::rescale_rows<false>(o_rc, rescale);
         wait_barrier(&smem.v_full[prev.stage], prev.phase, Where::kVFull, prev.stage, t, n_block + 1, marks, slot);
         wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, prev.stage), acc_o);
@@ -374,7 +366,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       if constexpr (kLateP) form_p(tile.n_tiles > 1);
       // Every S of the tile has completed: Q may be replaced by the next tile's
       // (unless O is staged in it).
-      if constexpr (!Traits::kOInQ) Barrier::arrive(&smem.q_empty[q_at.stage]);
+      if constexpr (!Traits::kOInQ) Barrier::arrive(&smem.q_empty);
       wait_barrier(&smem.v_full[prev.stage], prev.phase, Where::kVFull, prev.stage, t,
                    tile.n_block_max - tile.n_tiles, marks, slot);
       if constexpr (kLateP) {
@@ -442,7 +434,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         // The next Q may land once this group's rows have been read out.
         store_wait();
         group_sync();
-        Barrier::arrive(&smem.q_empty[q_at.stage]);
+        Barrier::arrive(&smem.q_empty);
       }
     } else {
       Tensor tOcO = thr_o.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
@@ -463,7 +455,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         }
       }
       if constexpr (Traits::kOInQ)
-        if (tile.has_work()) Barrier::arrive(&smem.q_empty[q_at.stage]);
+        if (tile.has_work()) Barrier::arrive(&smem.q_empty);
     }
   }
   // Shared memory must outlive the reads of the last TMA store.

@@ -205,19 +205,13 @@ struct FwdTraits {
   // rows over its own Q rows (read by no one else), and the next tile's Q waits
   // until the TMA store has read them.
   static constexpr bool kOInQ = kQBytes * 2 + kKVBytes + 1024 > kMaxSmemBytes;
-  // Q buffers: two where they fit beside K/V and O, so the next tile's Q loads
-  // while the current tile runs (with one it waits for the current tile's last
-  // S, and short tiles, a few key tiles each, then start on its latency).
-  static constexpr int kQStages = !kOInQ && kQBytes * 3 + kKVBytes + 1024 <= kMaxSmemBytes ? 2 : 1;
-  // The Q buffers as the S product reads them: (rows, head dim, buffer).
-  using SmemLayoutQStages = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>, Int<kQStages>>{}));
 
   struct SharedStorage {
-    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQStages>> q;
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>> q;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutKV>> k;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutKV>> v;
     alignas(1024) cute::array_aligned<Element, kOInQ ? 1 : cosize_v<SmemLayoutQ>> o;
-    alignas(16) uint64_t q_full[kQStages], q_empty[kQStages];
+    alignas(16) uint64_t q_full, q_empty;
     uint64_t k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages];
 #ifdef FLASHATTN_SM90_HANG_CHECK
     HangMarks hang;  // what each role last waited for (hang_check.cuh)
