@@ -102,14 +102,6 @@ constexpr TileConfig long_tile_config(int head_dim) {
                            : TileConfig{0, 0, 0, false, false, false};
 }
 
-// The switches (late_p, uniform_group, q_desc_in_loop) of a tile shape: the
-// long-sequence entry's for its shape, the head dim's table entry's otherwise.
-constexpr TileConfig tile_switches(int head_dim, int block_m, int block_n) {
-  return long_tile_config(head_dim).block_m == block_m && long_tile_config(head_dim).block_n == block_n
-             ? long_tile_config(head_dim)
-             : tile_config(head_dim);
-}
-
 // Short causal sequences: query rows per block when a causal-like mask
 // (window_right >= 0) meets seqlen_q <= kShortCausalMaxSeqlen; 0 keeps the
 // table's. At hd64 the 192-row blocks compute about a third more masked products
@@ -119,6 +111,23 @@ constexpr TileConfig tile_switches(int head_dim, int block_m, int block_n) {
 // without a causal mask at any N, 192 rows stay ahead (376 vs 361 at 2048).
 constexpr int kShortCausalMaxSeqlen = 1024;
 constexpr int short_causal_rows(int head_dim) { return head_dim <= 64 ? 128 : 0; }
+// Its switches: hd64's table entry spills without uniform_group and
+// q_desc_in_loop at three groups of 160 registers; the 128-row blocks' two groups
+// have 240, so Q's descriptors stay in registers across the key loop instead of
+// being re-derived at every key tile (4 instructions per wgmma; ncu of causal N =
+// 512 beside cuDNN, kernel notes, sm90 forward v10).
+constexpr TileConfig kShortCausalSwitches{128, 128, 2, false, true, false};
+
+// The switches (late_p, uniform_group, q_desc_in_loop) of a tile shape: the
+// long-sequence entry's or the short causal blocks' for their shapes, the head
+// dim's table entry's otherwise.
+constexpr TileConfig tile_switches(int head_dim, int block_m, int block_n) {
+  return long_tile_config(head_dim).block_m == block_m && long_tile_config(head_dim).block_n == block_n
+             ? long_tile_config(head_dim)
+         : short_causal_rows(head_dim) == block_m && tile_config(head_dim).block_n == block_n ? kShortCausalSwitches
+                                                                                             : tile_config(head_dim);
+}
+
 
 // Largest dynamic shared memory of one block on sm90 (227 KiB).
 constexpr int kMaxSmemBytes = 232448;
