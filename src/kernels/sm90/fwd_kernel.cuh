@@ -48,6 +48,7 @@ struct FwdArgs {
   typename Traits::TmaKV tma_k;
   typename Traits::TmaKV tma_v;
   typename Traits::TmaO tma_o;
+  TileScheduler sched;  // built on the host (fwd_scheduler.cuh)
 };
 
 // Position in a ring of mbarrier-guarded buffers. It runs on across tiles, so
@@ -84,7 +85,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   const FwdKernelParams& p = args.p;
   extern __shared__ __align__(1024) char smem_raw[];
   auto& smem = *reinterpret_cast<typename Traits::SharedStorage*>(smem_raw);
-  const TileScheduler sched(p, kBlockM);
+  const TileScheduler& sched = args.sched;
   // Packed batches are one sequence of total rows to TMA; a sequence starts at
   // its offset, and rows read past its end belong to masked keys or unstored rows.
   const bool packed = p.cu_seqlens_q != nullptr;

@@ -64,7 +64,8 @@ cudaError_t launch_fwd(const FwdKernelParams& p, cudaStream_t stream) {
       make_tma_copy(SM90_TMA_STORE{},
                     gmem(o, rows_q, p.heads_q, batch_stride(p.o_batch_stride, rows_q, p.o_row_stride), p.o_row_stride,
                          p.o_head_stride, batches),
-                    typename Traits::SmemLayoutGroup{}, Group{}, _1{})};
+                    typename Traits::SmemLayoutGroup{}, Group{}, _1{}),
+      TileScheduler(p, Traits::kBlockM)};
 
   auto kernel = fwd_kernel<Traits, kMods>;
   constexpr int smem = Traits::kSmemBytes;

@@ -3,6 +3,8 @@
 // same list and derives the same tile facts, so their barrier counts agree.
 #pragma once
 
+#include <cutlass/fast_math.h>
+
 #include "kernels/common/kernel_params.h"
 #include "kernels/common/mask.h"
 #include "kernels/common/seqlen.h"
@@ -26,7 +28,11 @@ using detail::FwdKernelParams;
 // hd128 causal N = 2k-16k against one list over all heads (kernel notes, v5).
 // Other masks keep the query tiles of one head together (their K and V stay in
 // L2). No counter to reset or read: replays in a CUDA graph as is, and needs no
-// host synchronisation.
+// host synchronisation. Built on the host per call and passed to the kernel,
+// whose roles read it from the parameter space: its divisions are
+// multiply-shifts (cutlass::FastDivmod) set up there. Divided in every consumer
+// warp at every tile, they were ~1M of the instructions of hd64 causal N = 512
+// (integer-division sequences, ncu; kernel notes, sm90 forward v10).
 struct TileCoord {
   int m_block, h, b;
 };
@@ -35,18 +41,31 @@ struct TileScheduler {
   static constexpr int64_t kL2Bytes = 32ll << 20;  // of the H100/H200's 50 MiB
   int num_m, heads, batch, total;
   int section_heads;  // heavy first: (head, batch) pairs walked together
+  int sections;
   bool heavy_first;
+  // By num_m, heads, section_heads * num_m (a section's tiles), section_heads,
+  // and the last section's (head, batch) pairs.
+  cutlass::FastDivmod by_m, by_heads, by_section, by_section_heads, by_last_heads;
 
-  __device__ TileScheduler(const FwdKernelParams& p, int block_m)
+  TileScheduler(const FwdKernelParams& p, int block_m)
       : num_m(int((p.seqlen_q + block_m - 1) / block_m)),
         heads(int(p.heads_q)),
         batch(int(p.batch)),
         total(num_m * int(p.heads_q) * int(p.batch)),
         heavy_first(p.window_right >= 0) {
     // Heads whose K and V (fp16/bf16; a GQA group shares them) fit L2 together.
+    const int pairs = heads * batch;
     const int64_t kv = p.seqlen_k * (p.head_dim_qk + p.head_dim_v) * 2 * p.heads_kv / p.heads_q;
-    const int64_t fit = kv > 0 ? kL2Bytes / kv : heads * batch;
-    section_heads = int(fit < 1 ? 1 : fit > heads * batch ? heads * batch : fit);
+    const int64_t fit = kv > 0 ? kL2Bytes / kv : pairs;
+    section_heads = int(fit < 1 ? 1 : fit > pairs ? pairs : fit);
+    sections = (pairs + section_heads - 1) / section_heads;
+    // Divisors of 0 (an empty problem: no tile is ever decoded) as 1.
+    auto divmod = [](int d) { return cutlass::FastDivmod(d > 0 ? d : 1); };
+    by_m = divmod(num_m);
+    by_heads = divmod(heads);
+    by_section = divmod(section_heads * num_m);
+    by_section_heads = divmod(section_heads);
+    by_last_heads = divmod(pairs - (sections - 1) * section_heads);
   }
 
   // Tile of round r for this block; >= total once the block is done.
@@ -57,23 +76,25 @@ struct TileScheduler {
   __device__ bool valid(int t) const { return t < total; }
 
   __device__ TileCoord decode(int t) const {
+    int bh, b, h;
     if (heavy_first) {
-      // Sections of section_heads (head, batch) pairs, each walked one query
-      // tile row at a time across its heads.
-      const int per_section = section_heads * num_m, section = t / per_section;
-      const int in_section = t - section * per_section;
-      const int n_heads = min(section_heads, heads * batch - section * section_heads);
-      const int bh = section * section_heads + in_section % n_heads;
+      // Sections of section_heads (head, batch) pairs (fewer in the last), each
+      // walked one query tile row at a time across its heads.
+      int section, in_section, step, pair;
+      by_section(section, in_section, t);
+      (section == sections - 1 ? by_last_heads : by_section_heads)(step, pair, in_section);
+      bh = section * section_heads + pair;
+      by_heads(b, h, bh);
       // Sections alternate direction, the last one heaviest first, so the work
       // per tile is a triangle wave (which the snake balances) ending on the
       // lightest tiles, not a sawtooth.
-      const int sections = (heads * batch + section_heads - 1) / section_heads;
-      const int step = in_section / n_heads;
       const bool descending = ((sections - 1 - section) & 1) == 0;
-      return {descending ? num_m - 1 - step : step, bh % heads, bh / heads};
+      return {descending ? num_m - 1 - step : step, h, b};
     }
-    const int bh = t / num_m;
-    return {t % num_m, bh % heads, bh / heads};
+    int m;
+    by_m(bh, m, t);
+    by_heads(b, h, bh);
+    return {m, h, b};
   }
 };
 

@@ -128,7 +128,6 @@ constexpr TileConfig tile_switches(int head_dim, int block_m, int block_n) {
                                                                                              : tile_config(head_dim);
 }
 
-
 // Largest dynamic shared memory of one block on sm90 (227 KiB).
 constexpr int kMaxSmemBytes = 232448;
 
