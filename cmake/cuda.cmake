@@ -17,8 +17,9 @@ endif()
 
 if(FLASHATTN_CUDA)
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-    # sm80 kernels as machine code for Ampere and for Hopper.
-    set(CMAKE_CUDA_ARCHITECTURES "80-real;90a-real")
+    # sm80 kernels as machine code for Ampere and for Hopper, and as sm_80 PTX,
+    # which the driver compiles for GPUs newer than the build (RTX 50, B200).
+    set(CMAKE_CUDA_ARCHITECTURES "80;90a-real")
   endif()
   enable_language(CUDA)
   find_package(CUDAToolkit REQUIRED)
