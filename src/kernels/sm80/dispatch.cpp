@@ -87,31 +87,35 @@ int forward_head_dim(const FwdParams& p) {
   return p.dtype == DType::bf16 ? bucket_for<bf16>(padded_dim(p)) : bucket_for<fp16>(padded_dim(p));
 }
 
-// The device's tier's kernels where it has its own (tiles.h), the standard ones
-// otherwise.
+// Runs launch(tier constant) with the device's tier where head dim D has kernels
+// of that tier (kOwn: fwd_tier_differs / bwd_tier_differs, tiles.h), with the
+// standard tier otherwise.
+template <int D, bool (*kOwn)(int, SmemTier), typename Launch>
+cudaError_t with_tier(SmemTier tier, const Launch& launch) {
+  using Compact = std::integral_constant<SmemTier, SmemTier::compact>;
+  using Large = std::integral_constant<SmemTier, SmemTier::large>;
+  if constexpr (kOwn(D, SmemTier::compact))
+    if (tier == SmemTier::compact) return launch(Compact{});
+  if constexpr (kOwn(D, SmemTier::large))
+    if (tier == SmemTier::large) return launch(Large{});
+  return launch(std::integral_constant<SmemTier, SmemTier::standard>{});
+}
+
 cudaError_t forward(const FwdKernelParams& p, cudaStream_t stream) {
   const SmemTier tier = device_smem_tier(p.device.index);
   return run_dtype(p, forward_head_dim(p), [&](auto dim, auto elem) {
-    constexpr int D = decltype(dim)::value;
-    using T = decltype(elem);
-    if constexpr (fwd_tier_differs(D, SmemTier::compact))
-      if (tier == SmemTier::compact) return run_fwd<D, T, SmemTier::compact>(p, stream);
-    if constexpr (fwd_tier_differs(D, SmemTier::large))
-      if (tier == SmemTier::large) return run_fwd<D, T, SmemTier::large>(p, stream);
-    return run_fwd<D, T, SmemTier::standard>(p, stream);
+    return with_tier<decltype(dim)::value, fwd_tier_differs>(tier, [&](auto t) {
+      return run_fwd<decltype(dim)::value, decltype(elem), decltype(t)::value>(p, stream);
+    });
   });
 }
 
 cudaError_t backward(const BwdKernelParams& p, cudaStream_t stream) {
   const SmemTier tier = device_smem_tier(p.device.index);
   return run_dtype(p, forward_head_dim(p), [&](auto dim, auto elem) {
-    constexpr int D = decltype(dim)::value;
-    using T = decltype(elem);
-    if constexpr (bwd_tier_differs(D, SmemTier::compact))
-      if (tier == SmemTier::compact) return run_bwd<D, T, SmemTier::compact>(p, stream);
-    if constexpr (bwd_tier_differs(D, SmemTier::large))
-      if (tier == SmemTier::large) return run_bwd<D, T, SmemTier::large>(p, stream);
-    return run_bwd<D, T, SmemTier::standard>(p, stream);
+    return with_tier<decltype(dim)::value, bwd_tier_differs>(tier, [&](auto t) {
+      return run_bwd<decltype(dim)::value, decltype(elem), decltype(t)::value>(p, stream);
+    });
   });
 }
 
