@@ -40,21 +40,20 @@ def write(arch, kind, hdim, name, ctype, tier=None):
 
 
 def main():
-    for arch, kinds in FAMILIES.items():
+    for arch in FAMILIES:
         out = Path(f"src/kernels/{arch}/instantiations")
         out.mkdir(parents=True, exist_ok=True)
         for old in out.glob("*.cu"):
             old.unlink()
+    # (architecture, tier, {kind: head dims}): every family's standard files, then
+    # the sm80 tiers' own.
+    sets = [(arch, None, kinds) for arch, kinds in FAMILIES.items()]
+    sets += [("sm80", tier, kinds) for tier, kinds in SM80_TIERS.items()]
+    for arch, tier, kinds in sets:
         for kind, head_dims in kinds.items():
             for hdim in head_dims:
                 for name, ctype in DTYPES.items():
-                    write(arch, kind, hdim, name, ctype)
-    for tier, kinds in SM80_TIERS.items():
-        for kind, head_dims in kinds.items():
-            for hdim in head_dims:
-                for name, ctype in DTYPES.items():
-                    write("sm80", kind, hdim, name, ctype, tier)
-
+                    write(arch, kind, hdim, name, ctype, tier)
 
 if __name__ == "__main__":
     main()
