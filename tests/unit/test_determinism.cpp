@@ -14,9 +14,10 @@ std::vector<Case> determinism_cases() {
       Case("det_dropout_alibi_packed").packed({70, 0, 129, 5}, {66, 3, 140, 0}).heads(4, 2).dims(16, 24)
           .slopes(Alibi::per_batch_head).drop(0.3f).type(DType::bf16),
       Case("det_window_softcap").batch(2).seq(100, 180).heads(2, 2).win(30, 10).cap(5.f).type(DType::f16),
-      // 40 key-group items in 2 dQ^T chains on the CPU (backward.cpp).
+      // 48 items on the CPU (backward.cpp): 4 key groups and 2 single key tiles
+      // (the tail split) per kv head, in 2 dQ^T chains.
       Case("det_chunks_groups").batch(2).seq(300, 1100).heads(8, 4).dims(32, 32).win(700, 40),
-      // Items of 2 key groups each, in 2 chains.
+      // Items of 2 key groups each, then 9 single key tiles, in 2 chains.
       Case("det_group_runs").batch(2).seq(64, 4400).heads(8, 4).dims(32, 32).win(2000, 100),
       Case("det_chunks_groups_bf16").batch(1).seq(1100, 1100).heads(8, 8).dims(64, 64).causal_mask()
           .type(DType::bf16),

@@ -59,6 +59,13 @@ constexpr int64_t kItems = 128;
 // fp32; a function of the shape alone, never of the thread count.
 constexpr int64_t kChainDistance = 16;
 constexpr int64_t kMaxChains = 4;
+// The last 1/kTailShare of each sequence's key groups are split into single
+// key tiles, each its own item: the last items handed out are then a quarter
+// of a group (or less, when items are runs of several groups) and the threads
+// finish closer together. Items of whole groups ended up to one item apart,
+// 8-12% of a call at 16 threads (docs/cpu_notes.md, session 10). A function of
+// the shape alone, as everything that orders the dQ sums must be.
+constexpr int64_t kTailShare = 8;
 
 // Row index into the per-row vector d (same layout as a contiguous LSE).
 inline int64_t row_slot(const FwdParams& p, const SeqLen& sl, int64_t b, int64_t h, int64_t i) {
@@ -140,7 +147,15 @@ struct Backward {
   std::vector<float> dvec;
   HeadView qv, kv, vv, ov, dov;
   Packed<PT> q_t, do_t, q_n, do_n;  // B operands: Q and dO, transposed and natural
-  int64_t n_kt = 0, n_groups = 1, group = 1, span = 1, chains = 1;
+  // Groups [0, n_big) hold `group` key tiles each, the rest one (kTailShare).
+  // Runs (work items of one sequence and kv head): [0, n_big_runs) are `span`
+  // consecutive big groups each, every later run one single-tile group.
+  int64_t n_kt = 0, n_groups = 1, group = 1, n_big = 1, span = 1, n_big_runs = 1, runs = 1, chains = 1;
+  int64_t group_first_tile(int64_t g) const { return g < n_big ? g * group : n_big * group + (g - n_big); }
+  int64_t group_tiles_of(int64_t g) const { return g < n_big ? group : 1; }
+  int64_t run_of(int64_t g) const { return g < n_big ? g / span : n_big_runs + (g - n_big); }
+  int64_t run_first(int64_t r) const { return r < n_big_runs ? r * span : n_big + (r - n_big_runs); }
+  int64_t run_end(int64_t r) const { return r < n_big_runs ? std::min(n_big, (r + 1) * span) : run_first(r) + 1; }
   // dQ^T, fp32, one block [padded dqk][kLd] per (chain, query head, query tile):
   // contiguous blocks, since a strided [dqk][all queries] layout put every row of
   // a product's C in the same L1 set (strides of 8 KiB and more).
@@ -183,7 +198,13 @@ struct Backward {
     n_groups = std::max<int64_t>(1, ceil_div(n_kt, group));
     const int64_t pairs = std::max<int64_t>(1, p.batch * hkv);
     span = ceil_div(n_groups, std::min(n_groups, ceil_div(kItems, pairs)));
-    const int64_t runs = ceil_div(n_groups, span);
+    n_big = n_groups;
+    if (group > 1 && n_kt > group) {
+      n_big = n_groups - ceil_div(n_groups, kTailShare);
+      n_groups = n_big + (n_kt - n_big * group);
+    }
+    n_big_runs = ceil_div(n_big, span);
+    runs = n_big_runs + (n_groups - n_big);
     chains = std::clamp<int64_t>(ceil_div(kChainDistance, pairs), 1, std::min(kMaxChains, runs));
     const int64_t blocks = chains * hq * q_t.tiles;
     dqt_buf.acquire(static_cast<size_t>(blocks * padded<PT>(dqk) * kLd) * sizeof(float));
@@ -283,7 +304,7 @@ struct Backward {
   // The key tiles of group g of sequence sl (none past its end).
   GroupPlan plan_group(const SeqLen& sl, const Mask& mask, int64_t g) const {
     GroupPlan pl;
-    for (int64_t kt = g * group; pl.n < group && kt * kBlockK < sl.seqlen_k; ++kt) {
+    for (int64_t kt = group_first_tile(g); pl.n < group_tiles_of(g) && kt * kBlockK < sl.seqlen_k; ++kt) {
       KeyTile& t = pl.t[pl.n++];
       t.c0 = kt * kBlockK;
       t.nc = std::min(kBlockK, sl.seqlen_k - t.c0);
@@ -304,11 +325,11 @@ struct Backward {
   int32_t prev_group(const SeqLen& sl, const Mask& mask, int64_t g, int64_t qt) const {
     const int64_t c = chain_of(g);
     for (int64_t gp = g - 1; gp >= 0;) {
-      const int64_t r = gp / span;
+      const int64_t r = run_of(gp);
       if (r % chains != c) {  // to the last group of the chain's previous run
         const int64_t rp = r - ((r - c) % chains + chains) % chains;
         if (rp < 0) break;
-        gp = rp * span + span - 1;
+        gp = run_end(rp) - 1;
         continue;
       }
       const GroupPlan pl = plan_group(sl, mask, gp);
@@ -320,13 +341,13 @@ struct Backward {
     }
     return -1;
   }
-  int64_t chain_of(int64_t g) const { return g / span % chains; }
+  int64_t chain_of(int64_t g) const { return run_of(g) % chains; }
 
   // Pass 1: dK, dV of the key groups of run r of kv head hk, and their share
   // of dQ for every query head of the group.
   void key_item(int64_t b, int64_t hk, int64_t r, BwdScratch<PT>& w) const {
     const SeqLen sl(p, b);
-    for (int64_t g = r * span; g < std::min(n_groups, (r + 1) * span) && g * group * kBlockK < sl.seqlen_k; ++g)
+    for (int64_t g = run_first(r); g < run_end(r) && group_first_tile(g) * kBlockK < sl.seqlen_k; ++g)
       key_group(sl, b, hk, g, w);
   }
 
