@@ -8,7 +8,8 @@
 //      per-query statistics (lse, d) are vectors along each row. Then
 //        dV += P^T dO,  dK += dS^T Q   (kept per key tile, stored when it ends),
 //        dQ^T += K^T dS^T              (into the chain's fp32 block).
-//      An item is a run of consecutive key groups; run r adds to dQ^T copy
+//      An item is a run of consecutive key groups (in the last eighth of a
+//      sequence's keys, one group of a single key tile: kTailShare); run r adds to dQ^T copy
 //      (chain) r % chains, which has one fp32 block per (query head, query
 //      tile): in key order, each group after the chain's previous group that
 //      sees the block (a per-block counter). The previous run of a chain was
@@ -17,8 +18,8 @@
 // Every output element is written by one work item or summed in an order fixed
 // by the shape, so gradients are bitwise reproducible for any thread count
 // (`deterministic` costs nothing). The dQ sums cost 1-4 fp32 copies of dQ (by
-// the shape, never the thread count), and there are about 128 items when the
-// key groups allow (8 per thread at 16 threads). Items are handed out in
+// the shape, never the thread count), and there are about 128 items of whole
+// groups when the key groups allow (8 per thread at 16 threads), then the tail's. Items are handed out in
 // order, and an item waits only for earlier ones, so the waits cannot
 // deadlock. B operands are packed once per call (pack.h); the two pipelines
 // (fp32, bf16) are the forward's.
