@@ -9,8 +9,8 @@
 //        dV += P^T dO,  dK += dS^T Q   (kept per key tile, stored when it ends),
 //        dQ^T += K^T dS^T              (into the chain's fp32 block).
 //      An item is a run of consecutive key groups (in the last eighth of a
-//      sequence's keys, one group of a single key tile: kTailShare); run r adds to dQ^T copy
-//      (chain) r % chains, which has one fp32 block per (query head, query
+//      sequence's keys, one single-tile group: kTailShare); run r adds to
+//      dQ^T copy (chain) r % chains, which has one fp32 block per (query head, query
 //      tile): in key order, each group after the chain's previous group that
 //      sees the block (a per-block counter). The previous run of a chain was
 //      handed out a full wave earlier, so its turn has nearly always passed.
@@ -19,8 +19,8 @@
 // by the shape, so gradients are bitwise reproducible for any thread count
 // (`deterministic` costs nothing). The dQ sums cost 1-4 fp32 copies of dQ (by
 // the shape, never the thread count), and there are about 128 items of whole
-// groups when the key groups allow (8 per thread at 16 threads), then the tail's. Items are handed out in
-// order, and an item waits only for earlier ones, so the waits cannot
+// groups when the key groups allow (8 per thread at 16 threads), then the
+// tail's single tiles. Items are handed out in order, and an item waits only for earlier ones, so the waits cannot
 // deadlock. B operands are packed once per call (pack.h); the two pipelines
 // (fp32, bf16) are the forward's.
 #include <algorithm>
@@ -151,9 +151,9 @@ struct Backward {
   // Groups [0, n_big) hold `group` key tiles each, the rest one (kTailShare).
   // Runs (work items of one sequence and kv head): [0, n_big_runs) are `span`
   // consecutive big groups each, every later run one single-tile group.
-  int64_t n_kt = 0, n_groups = 1, group = 1, n_big = 1, span = 1, n_big_runs = 1, runs = 1, chains = 1;
+  int64_t group = 1, n_big = 1, span = 1, n_big_runs = 1, chains = 1;
   int64_t group_first_tile(int64_t g) const { return g < n_big ? g * group : n_big * group + (g - n_big); }
-  int64_t group_tiles_of(int64_t g) const { return g < n_big ? group : 1; }
+  int64_t tiles_of_group(int64_t g) const { return g < n_big ? group : 1; }
   int64_t run_of(int64_t g) const { return g < n_big ? g / span : n_big_runs + (g - n_big); }
   int64_t run_first(int64_t r) const { return r < n_big_runs ? r * span : n_big + (r - n_big_runs); }
   int64_t run_end(int64_t r) const { return r < n_big_runs ? std::min(n_big, (r + 1) * span) : run_first(r) + 1; }
@@ -194,18 +194,15 @@ struct Backward {
     plan_pack(q_n, p, true, hq, dqk, PackKind::natural);
     plan_pack(do_n, p, true, hq, dv, PackKind::natural);
     const int nt = thread_count(p);
-    n_kt = ceil_div(p.seqlen_k, kBlockK);
+    const int64_t n_kt = ceil_div(p.seqlen_k, kBlockK);
     group = group_tiles(padded<PT>(dqk), padded<PT>(dv));
-    n_groups = std::max<int64_t>(1, ceil_div(n_kt, group));
+    const int64_t whole_groups = std::max<int64_t>(1, ceil_div(n_kt, group));
     const int64_t pairs = std::max<int64_t>(1, p.batch * hkv);
-    span = ceil_div(n_groups, std::min(n_groups, ceil_div(kItems, pairs)));
-    n_big = n_groups;
-    if (group > 1 && n_kt > group) {
-      n_big = n_groups - ceil_div(n_groups, kTailShare);
-      n_groups = n_big + (n_kt - n_big * group);
-    }
+    span = ceil_div(whole_groups, std::min(whole_groups, ceil_div(kItems, pairs)));
+    n_big = group > 1 && n_kt > group ? whole_groups - ceil_div(whole_groups, kTailShare) : whole_groups;
     n_big_runs = ceil_div(n_big, span);
-    runs = n_big_runs + (n_groups - n_big);
+    // One run per single-tile group after the big ones (none without a tail).
+    const int64_t runs = n_big_runs + std::max<int64_t>(0, n_kt - n_big * group);
     chains = std::clamp<int64_t>(ceil_div(kChainDistance, pairs), 1, std::min(kMaxChains, runs));
     const int64_t blocks = chains * hq * q_t.tiles;
     dqt_buf.acquire(static_cast<size_t>(blocks * padded<PT>(dqk) * kLd) * sizeof(float));
@@ -305,7 +302,7 @@ struct Backward {
   // The key tiles of group g of sequence sl (none past its end).
   GroupPlan plan_group(const SeqLen& sl, const Mask& mask, int64_t g) const {
     GroupPlan pl;
-    for (int64_t kt = group_first_tile(g); pl.n < group_tiles_of(g) && kt * kBlockK < sl.seqlen_k; ++kt) {
+    for (int64_t kt = group_first_tile(g); pl.n < tiles_of_group(g) && kt * kBlockK < sl.seqlen_k; ++kt) {
       KeyTile& t = pl.t[pl.n++];
       t.c0 = kt * kBlockK;
       t.nc = std::min(kBlockK, sl.seqlen_k - t.c0);
