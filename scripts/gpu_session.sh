@@ -71,7 +71,7 @@ step racecheck_compact 180 env FLASHATTN_FORCE_SM80=1 FLASHATTN_SM80_TILES=compa
 step racecheck_sm80 180 env FLASHATTN_FORCE_SM80=1 compute-sanitizer --tool racecheck --error-exitcode 9 \
   "$bin/flashattn_tests" --gtest_filter='HeadDims/Cuda*.*hdim128_causal*:Lengths/Cuda*.*' --gtest_brief=1
 step racecheck 180 compute-sanitizer --tool racecheck --error-exitcode 9 "$bin/flashattn_tests" \
-  --gtest_filter='HeadDims/Cuda*.*hdim128_causal*:Hopper/Cuda*.*hdim128_full_bf16*:Hopper/Cuda*.*hdim128_packed_causal*:Hopper/CudaForward.*long_keys_bf16*:Hopper/CudaForward.*long_keys_packed_bf16*' --gtest_brief=1
+  --gtest_filter='HeadDims/Cuda*.*hdim128_causal*:Hopper/Cuda*.*hdim128_full_bf16*:Hopper/Cuda*.*hdim128_packed_causal*:Hopper/CudaForward.*long_keys_bf16*:Hopper/CudaForward.*long_keys_packed_bf16*:Hopper/CudaBackward.*hdim128_softcap_alibi_gqa_bf16*' --gtest_brief=1
 step synccheck 180 compute-sanitizer --tool synccheck --error-exitcode 9 "$bin/flashattn_tests" \
   --gtest_filter='Hopper/Cuda*.*hdim128_causal*:Hopper/Cuda*.*hdim64_window*:Hopper/CudaForward.*long_keys*' --gtest_brief=1
 [[ $steps == *" bench "* ]] && echo "== benchmark" &&

@@ -22,9 +22,32 @@ flashattn::TensorView view4(const void* p, flashattn::DType t, const int64_t* sh
   return v;
 }
 
+// Score modifiers for the calls that follow (fa_set_mods): the ABI of
+// fa_forward / fa_backward stays as it was, so older shims still run with
+// bench_gpu.py.
+struct Mods {
+  float softcap = 0.f;
+  const float* alibi = nullptr;  // device, fp32 [Hq]
+  int64_t heads = 0;
+  int device = 0;
+} g_mods;
+
+void apply_mods(flashattn::Options& opt) {
+  if (g_mods.softcap > 0.f) opt.softcap = g_mods.softcap;
+  if (g_mods.alibi)
+    opt.alibi_slopes = flashattn::TensorView::contiguous(const_cast<float*>(g_mods.alibi), flashattn::DType::f32,
+                                                         {g_mods.heads}, {flashattn::DeviceType::cuda, g_mods.device});
+}
+
 }  // namespace
 
 extern "C" {
+
+// Softcap (0: off) and ALiBi slopes (null: off; a device fp32 [heads] array) for
+// every later fa_forward / fa_backward call (bench/gpu/bench_mods.py).
+void fa_set_mods(float softcap, const float* alibi, int64_t heads, int device) {
+  g_mods = {softcap, alibi, heads, device};
+}
 
 // Tensors in flashattn's [B, S, H, D] order, any strides; dtype 1 = fp16, 2 = bf16.
 // lse (may be null) is a contiguous float32 [B, Hq, Sq]. Returns 0, or 2 with a
@@ -45,6 +68,7 @@ int fa_forward(const void* q, const int64_t* q_shape, const int64_t* q_stride, c
     opt.dropout_p = dropout_p;
     opt.seed = seed;
     opt.stream = stream;
+    apply_mods(opt);
     fa::TensorView lse_view;
     if (lse) {
       lse_view = fa::TensorView::contiguous(lse, fa::DType::f32, {q_shape[0], q_shape[2], q_shape[1]},
@@ -74,6 +98,7 @@ int fa_backward(const void* dout, const void* q, const void* k, const void* v, c
     opt.causal = causal != 0;
     opt.deterministic = deterministic != 0;
     opt.stream = stream;
+    apply_mods(opt);
     const auto lse_view = fa::TensorView::contiguous(const_cast<float*>(lse), fa::DType::f32,
                                                      {q_shape[0], q_shape[2], q_shape[1]},
                                                      {fa::DeviceType::cuda, device});

@@ -158,12 +158,18 @@ std::vector<Case> hopper_cases() {
                         .slopes(Alibi::per_batch_head));
     cases.push_back(Case(n + "softcap_alibi_packed").packed({70, 1, 200}, {90, 130, 150}).heads(2, 1)
                         .dims(d, d).cap(8.f).slopes(Alibi::per_head).win(50, 20));
+    // Modifiers over many steps of grouped heads (each step's head its own slope),
+    // and a negative scale (the modifiers' path, the folded scale cannot take it).
+    cases.push_back(Case(n + "softcap_alibi_gqa").batch(2).seq(333, 270).heads(6, 2).dims(d, d).cap(20.f)
+                        .magnitude(3.f).slopes(Alibi::per_batch_head));
+    cases.push_back(Case(n + "negative_scale").seq(200, 300).heads(2, 2).dims(d, d).scale(-0.1f).causal_mask());
   }
   return in_dtypes(cases, {DType::f16, DType::bf16});
 }
 INSTANTIATE_TEST_SUITE_P(Hopper, CudaForward, ::testing::ValuesIn(on_cuda(hopper_cases())), CaseParamName());
 // The Hopper backward takes all three head dims of these (hd256 with 64 keys per
-// block and the consumer groups split by product); softcap and ALiBi run on sm80.
+// block and the consumer groups split by product), softcap and ALiBi at hd128 /
+// hd256 (at hd64 those run on sm80).
 INSTANTIATE_TEST_SUITE_P(Hopper, CudaBackward, ::testing::ValuesIn(on_cuda(hopper_cases())), CaseParamName());
 
 // The Hopper backward at hd256 (64 keys per block, group 0 S^T/P^T/dV, group 1
@@ -441,8 +447,9 @@ TEST(CudaDispatch, HopperForwardTakesOnlyWhatTmaCanDescribe) {
   EXPECT_FALSE(fa::sm90::supports_forward(no_keys));
 }
 
-// The Hopper backward: the same TMA rule (dO included), head dims 64/128/256, no
-// score modifiers, and not the deterministic mode (that is the sm80 path).
+// The Hopper backward: the same TMA rule (dO included), head dims 64/128/256,
+// softcap and ALiBi at 128/256, no dropout, and not the deterministic mode
+// (that is the sm80 path).
 TEST(CudaDispatch, HopperBackwardTakesOnlyWhatItImplements) {
   const fa::BwdParams p = hopper_problem();
 #if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_SM90_BWD_128_BF16)
@@ -457,6 +464,18 @@ TEST(CudaDispatch, HopperBackwardTakesOnlyWhatItImplements) {
   fa::BwdParams dropout = p;
   dropout.dropout_p = 0.1f;
   EXPECT_FALSE(fa::sm90::supports_backward(dropout));
+  fa::BwdParams mods = p;  // softcap and ALiBi: their own kernels, hd128 / hd256
+  mods.softcap = 30.f;
+  const float slopes[1] = {0.5f};
+  mods.alibi_slopes = slopes;
+#if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_SM90_BWD_MODS_128_BF16)
+  EXPECT_TRUE(fa::sm90::supports_backward(mods));
+#else
+  EXPECT_FALSE(fa::sm90::supports_backward(mods));
+#endif
+  fa::BwdParams mods64 = mods;
+  mods64.head_dim_qk = mods64.head_dim_v = 64;
+  EXPECT_FALSE(fa::sm90::supports_backward(mods64));
   fa::BwdParams hd256 = p;
   hd256.head_dim_qk = hd256.head_dim_v = 256;
 #if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_SM90_BWD_256_BF16)

@@ -95,6 +95,55 @@ struct KeyRows {
       }
     }
   }
+  // The same with the score modifiers (ScoreMods), the forward's formula per
+  // score, the mask always tested (rows past the sequence see no key).
+  template <typename X, typename Coord, typename Mods>
+  __device__ __forceinline__ void probs_mods(X& x, const Coord& coord, const float* lse_log2, int m0,
+                                             const Mods& mods) const {
+    CUTE_UNROLL
+    for (int ni = 0; ni < size<1>(x); ++ni) {
+      const int il = get<1>(coord(0, ni)), i = m0 + il;
+      const float lse2 = lse_log2[il];
+      CUTE_UNROLL
+      for (int mi = 0; mi < 2; ++mi) {
+        const float z = mods.score(x(mi, ni), i, mods.c0 + get<0>(coord(mi, 0)));
+        x(mi, ni) = i >= lo[mi] && i < hi[mi] ? exp2f(fmaf(z, mods.scale_log2, -lse2)) : 0.f;
+      }
+    }
+  }
+};
+
+// The contract's score modifiers in the backward (softcap, ALiBi, and a
+// non-positive scale, which the plain path's folded scale cannot take): the
+// host sets scale_log2 to log2(e) for them, as for the sm80 kernels. Only the
+// elementwise code differs from the plain kernel (bwd_kernel's kMods): each
+// score is scaled, capped, biased as in the forward.
+// dS needs softcap's derivative 1 - t^2 (t = tanh(s / cap)); rather than hold t
+// beside S^T, dP^T, dK and dV, it is recovered from P when dS is formed:
+// log2 P = (cap t - bias) log2(e) - lse2, so t = (log2 P + lse2 + bias log2(e))
+// / (cap log2(e)); where P is 0 the score does not count (dS = 0).
+struct ScoreMods {
+  float scale, cap, inv_cap, slope, scale_log2, inv_cap_log2e;
+  int c0, diag_offset;  // first key of the block; key position of query row 0
+  bool alibi;
+  // Built where it is used, from the parameters (constant memory), so that the
+  // plain path holds none of it across the loop; slope: the step's head's.
+  __device__ ScoreMods(const BwdKernelParams& p, int c0_, int seqlen_q, int seqlen_k, float slope_)
+      : scale(p.softmax_scale), cap(p.softcap), inv_cap(p.softcap > 0.f ? 1.f / p.softcap : 0.f), slope(slope_),
+        scale_log2(p.scale_log2), inv_cap_log2e(p.softcap > 0.f ? 1.f / (p.softcap * 1.4426950408889634f) : 0.f),
+        c0(c0_), diag_offset(seqlen_k - seqlen_q), alibi(p.alibi_slopes != nullptr) {}
+  __device__ __forceinline__ float bias(int i, int j) const { return slope * float(abs(i + diag_offset - j)); }
+  __device__ __forceinline__ float score(float qk, int i, int j) const {
+    float z = qk * scale;
+    if (cap > 0.f) z = cap * tanhf(z * inv_cap);
+    if (alibi) z -= bias(i, j);
+    return z;
+  }
+  // 1 - t^2 from the probability (see above); 0 where prob is 0.
+  __device__ __forceinline__ float cap_grad(float prob, float lse2, int i, int j) const {
+    const float t = (log2f(prob) + lse2 + (alibi ? bias(i, j) * 1.4426950408889634f : 0.f)) * inv_cap_log2e;
+    return prob > 0.f ? 1.f - t * t : 0.f;
+  }
 };
 
 template <typename Traits>
@@ -107,9 +156,12 @@ struct BwdArgs {
   typename Traits::TmadQ tma_dq;
 };
 
-// Plain attention only for now (causal/window masks, GQA, packed batches):
-// softcap, ALiBi and dropout run on the sm80 backward.
-template <typename Traits>
+// Causal / window masks, GQA, packed batches; kMods: softcap, ALiBi and any
+// scale (ScoreMods), a kernel of its own so that the plain one keeps its code
+// (as a runtime branch in one kernel the plain path measured 1-10% slower:
+// kernel_notes, sm90 backward v17). Dropout and the deterministic mode run on
+// the sm80 backward.
+template <typename Traits, bool kMods>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     bwd_kernel(const __grid_constant__ BwdArgs<Traits> args) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -238,6 +290,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
   // Consumers.
   cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
+  // Score modifiers (ScoreMods, kMods only): softcap's factor where it is on.
+  const bool with_cap = kMods && p.softcap > 0.f;
+  auto head_slope = [&](int h) {
+    return kMods && p.alibi_slopes != nullptr ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.f;
+  };
   if constexpr (Traits::kByProduct) {
     // By product (hd256, 64 keys; bwd_traits.h): group 0 runs S^T = K Q^T, P^T,
     // dV += P^T dO and dQ's columns [0, 128); group 1 dP^T = V dO^T, dS^T (with
@@ -301,6 +358,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     for (int step = 0; step < n_steps; ++step) {
       const int s = step % kStages, phase = (step / kStages) & 1;
       const int m_block = step_mblock(step), m0 = m_block * kBlockM;
+      const float slope = head_slope(step_head(step));
 
       Tensor acc = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});  // S^T or dP^T
       Barrier::wait(g0 ? &smem.q_full[s] : &smem.do_full[s], phase);
@@ -320,7 +378,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       if (g0) {
         // P^T, masked as by keys (the rows that see each of the thread's two keys).
         const bool need_mask = m0 + kBlockM > seqlen_q || !mask.tile_full(m0, m0 + kBlockM, k0, k0 + kBlockN);
-        key_rows.probs(x, coord, smem.lse_log2[s], need_mask, m0, p.scale_log2);
+        if constexpr (kMods) key_rows.probs_mods(x, coord, smem.lse_log2[s], m0, ScoreMods(p, c0, seqlen_q, seqlen_k, slope));
+        else key_rows.probs(x, coord, smem.lse_log2[s], need_mask, m0, p.scale_log2);
         Barrier::arrive(&smem.rows_empty[s]);  // this thread's LSE reads of the stage are done
         CUTE_UNROLL
         for (int c = 0; c < kChunks; ++c)
@@ -347,6 +406,17 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
           const float d = smem.row_dot[s][get<1>(coord(0, ni))];
           CUTE_UNROLL
           for (int mi = 0; mi < size<0>(x); ++mi) x(mi, ni) = pr(mi, ni) * (x(mi, ni) - d) * p.softmax_scale;
+        }
+        if (with_cap) {
+          const ScoreMods mods(p, c0, seqlen_q, seqlen_k, slope);
+          CUTE_UNROLL
+          for (int ni = 0; ni < size<1>(x); ++ni) {
+            const int il = get<1>(coord(0, ni));
+            const float lse2 = smem.lse_log2[s][il];
+            CUTE_UNROLL
+            for (int mi = 0; mi < size<0>(x); ++mi)
+              x(mi, ni) *= mods.cap_grad(pr(mi, ni), lse2, m0 + il, c0 + get<0>(coord(mi, 0)));
+          }
         }
         Barrier::arrive(&smem.rows_empty[s]);  // this thread's d reads of the stage are done
         convert_into(acc, rA);
@@ -525,6 +595,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       const int s = step % kStages, phase = (step / kStages) & 1;
       const int h = step_head(step), m_block = step_mblock(step), m0 = m_block * kBlockM;
       const int ds_buf = step & 1;
+      const float slope = head_slope(h);
 
       Tensor acc_s = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
       Barrier::wait(&smem.q_full[s], phase);
@@ -541,7 +612,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       Tensor dp = make_tensor(acc_dp.data(), acc_rowcol(acc_dp.layout()));
       warpgroup_wait<1>();
       warpgroup_fence_operand(acc_s);
-      key_rows.probs(sc, coord, smem.lse_log2[s], need_mask, m0, p.scale_log2);
+      if constexpr (kMods) key_rows.probs_mods(sc, coord, smem.lse_log2[s], m0, ScoreMods(p, c0, seqlen_q, seqlen_k, slope));
+      else key_rows.probs(sc, coord, smem.lse_log2[s], need_mask, m0, p.scale_log2);
       // dV's place (Traits::kDsFirst): issued here it runs under dS's formation;
       // with dS first (the fp32 P is then dead) it runs under dS^T's conversion,
       // stores and barrier only.
@@ -560,6 +632,17 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         CUTE_UNROLL
         for (int mi = 0; mi < size<0>(sc); ++mi) {
           dp(mi, ni) = sc(mi, ni) * fmaf(dp(mi, ni), p.softmax_scale, -d_scaled);
+        }
+      }
+      if (with_cap) {
+        const ScoreMods mods(p, c0, seqlen_q, seqlen_k, slope);
+        CUTE_UNROLL
+        for (int ni = 0; ni < size<1>(sc); ++ni) {
+          const int il = get<1>(coord(0, ni));
+          const float lse2 = smem.lse_log2[s][il];
+          CUTE_UNROLL
+          for (int mi = 0; mi < size<0>(sc); ++mi)
+            dp(mi, ni) *= mods.cap_grad(sc(mi, ni), lse2, m0 + il, c0 + get<0>(coord(mi, 0)));
         }
       }
       if constexpr (kDsFirst) {

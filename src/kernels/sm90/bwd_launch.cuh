@@ -10,7 +10,7 @@
 
 namespace flashattn::sm90 {
 
-template <typename Traits>
+template <typename Traits, bool kMods>
 cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
   using Element = typename Traits::Element;
   constexpr int kHeadDim = Traits::kHeadDim;
@@ -56,7 +56,7 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
   if (p.seqlen_q > 0)
     detail::row_dot_kernel<Element><<<dim3(detail::row_blocks(p.seqlen_q, p.head_dim_v), hq, batch), detail::kRowThreads, 0, stream>>>(p);
   if (p.seqlen_k > 0) {
-    auto kernel = bwd_kernel<Traits>;
+    auto kernel = bwd_kernel<Traits, kMods>;
     constexpr int smem = Traits::kSmemBytes;
     static const cudaError_t ready = prepare_kernel<Traits>(reinterpret_cast<const void*>(kernel));
     if (ready != cudaSuccess) return ready;
@@ -71,7 +71,13 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
 
 template <int kHeadDim, typename Element>
 cudaError_t run_bwd(const BwdKernelParams& p, cudaStream_t stream) {
-  return launch_bwd<BwdTraits<kHeadDim, Element>>(p, stream);
+  return launch_bwd<BwdTraits<kHeadDim, Element>, false>(p, stream);
+}
+
+// With score modifiers (softcap, ALiBi, a non-positive scale): files of their own.
+template <int kHeadDim, typename Element>
+cudaError_t run_bwd_mods(const BwdKernelParams& p, cudaStream_t stream) {
+  return launch_bwd<BwdTraits<kHeadDim, Element>, true>(p, stream);
 }
 
 }  // namespace flashattn::sm90

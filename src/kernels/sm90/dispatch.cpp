@@ -13,7 +13,7 @@ namespace {
 using bf16 = cutlass::bfloat16_t;
 using fp16 = cutlass::half_t;
 
-enum class Kind { fwd, bwd };
+enum class Kind { fwd, bwd, bwd_mods };
 
 template <Kind K, int D, typename T>
 constexpr bool kCompiled = false;
@@ -53,6 +53,18 @@ FA_COMPILED(bwd, 256, bf16)
 #endif
 #ifdef FLASHATTN_SM90_BWD_256_FP16
 FA_COMPILED(bwd, 256, fp16)
+#endif
+#ifdef FLASHATTN_SM90_BWD_MODS_128_BF16
+FA_COMPILED(bwd_mods, 128, bf16)
+#endif
+#ifdef FLASHATTN_SM90_BWD_MODS_128_FP16
+FA_COMPILED(bwd_mods, 128, fp16)
+#endif
+#ifdef FLASHATTN_SM90_BWD_MODS_256_BF16
+FA_COMPILED(bwd_mods, 256, bf16)
+#endif
+#ifdef FLASHATTN_SM90_BWD_MODS_256_FP16
+FA_COMPILED(bwd_mods, 256, fp16)
 #endif
 #undef FA_COMPILED
 
@@ -114,11 +126,14 @@ bool supports_forward(const FwdParams& p) {
                     {p.o_row_stride, p.o_head_stride, p.o_batch_stride}});
 }
 
-// Score modifiers (softcap, ALiBi), dropout and the deterministic mode use the
-// sm80 backward.
+// Dropout and the deterministic mode use the sm80 backward; softcap, ALiBi and a
+// non-positive scale run here where their kernel is compiled (head dims 128 and
+// 256: bwd_kernel.cuh, ScoreMods).
 bool supports_backward(const BwdParams& p) {
-  return compiled<Kind::bwd>(p.dtype, int(p.head_dim_qk)) && p.head_dim_v == p.head_dim_qk &&
-         !detail::needs_score_mods(p) && !p.deterministic &&
+  const bool kernel = detail::needs_score_mods(p) ? compiled<Kind::bwd_mods>(p.dtype, int(p.head_dim_qk))
+                                                  : compiled<Kind::bwd>(p.dtype, int(p.head_dim_qk));
+  return kernel && p.head_dim_v == p.head_dim_qk &&
+         !(p.dropout_p > 0.f) && !p.deterministic &&
          tma_ok(p, {{p.q_row_stride, p.q_head_stride, p.q_batch_stride},
                     {p.k_row_stride, p.k_head_stride, p.k_batch_stride},
                     {p.v_row_stride, p.v_head_stride, p.v_batch_stride},
@@ -142,7 +157,10 @@ cudaError_t backward(const BwdKernelParams& p, cudaStream_t stream) {
   const int d = static_cast<int>(p.head_dim_qk);
   auto run = [&](auto elem) {
     using T = decltype(elem);
-    with_dim<Kind::bwd, T>(d, [&](auto dim) { err = run_bwd<decltype(dim)::value, T>(p, stream); });
+    if (detail::needs_score_mods(p))
+      with_dim<Kind::bwd_mods, T>(d, [&](auto dim) { err = run_bwd_mods<decltype(dim)::value, T>(p, stream); });
+    else
+      with_dim<Kind::bwd, T>(d, [&](auto dim) { err = run_bwd<decltype(dim)::value, T>(p, stream); });
   };
   if (p.dtype == DType::bf16) run(bf16{});
   else run(fp16{});
