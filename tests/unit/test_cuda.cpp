@@ -168,8 +168,7 @@ std::vector<Case> hopper_cases() {
 }
 INSTANTIATE_TEST_SUITE_P(Hopper, CudaForward, ::testing::ValuesIn(on_cuda(hopper_cases())), CaseParamName());
 // The Hopper backward takes all three head dims of these (hd256 with 64 keys per
-// block and the consumer groups split by product), softcap and ALiBi at hd128 /
-// hd256 (at hd64 those run on sm80).
+// block and the consumer groups split by product), softcap and ALiBi included.
 INSTANTIATE_TEST_SUITE_P(Hopper, CudaBackward, ::testing::ValuesIn(on_cuda(hopper_cases())), CaseParamName());
 
 // The Hopper backward at hd256 (64 keys per block, group 0 S^T/P^T/dV, group 1
@@ -448,8 +447,8 @@ TEST(CudaDispatch, HopperForwardTakesOnlyWhatTmaCanDescribe) {
 }
 
 // The Hopper backward: the same TMA rule (dO included), head dims 64/128/256,
-// softcap and ALiBi at 128/256, no dropout, and not the deterministic mode
-// (that is the sm80 path).
+// softcap and ALiBi, no dropout, and not the deterministic mode (that is the
+// sm80 path).
 TEST(CudaDispatch, HopperBackwardTakesOnlyWhatItImplements) {
   const fa::BwdParams p = hopper_problem();
 #if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_SM90_BWD_128_BF16)
@@ -464,7 +463,7 @@ TEST(CudaDispatch, HopperBackwardTakesOnlyWhatItImplements) {
   fa::BwdParams dropout = p;
   dropout.dropout_p = 0.1f;
   EXPECT_FALSE(fa::sm90::supports_backward(dropout));
-  fa::BwdParams mods = p;  // softcap and ALiBi: their own kernels, hd128 / hd256
+  fa::BwdParams mods = p;  // softcap and ALiBi: kernels of their own
   mods.softcap = 30.f;
   const float slopes[1] = {0.5f};
   mods.alibi_slopes = slopes;
@@ -475,7 +474,11 @@ TEST(CudaDispatch, HopperBackwardTakesOnlyWhatItImplements) {
 #endif
   fa::BwdParams mods64 = mods;
   mods64.head_dim_qk = mods64.head_dim_v = 64;
+#if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_SM90_BWD_MODS_64_BF16)
+  EXPECT_TRUE(fa::sm90::supports_backward(mods64));
+#else
   EXPECT_FALSE(fa::sm90::supports_backward(mods64));
+#endif
   fa::BwdParams hd256 = p;
   hd256.head_dim_qk = hd256.head_dim_v = 256;
 #if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_SM90_BWD_256_BF16)

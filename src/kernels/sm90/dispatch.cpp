@@ -54,6 +54,12 @@ FA_COMPILED(bwd, 256, bf16)
 #ifdef FLASHATTN_SM90_BWD_256_FP16
 FA_COMPILED(bwd, 256, fp16)
 #endif
+#ifdef FLASHATTN_SM90_BWD_MODS_64_BF16
+FA_COMPILED(bwd_mods, 64, bf16)
+#endif
+#ifdef FLASHATTN_SM90_BWD_MODS_64_FP16
+FA_COMPILED(bwd_mods, 64, fp16)
+#endif
 #ifdef FLASHATTN_SM90_BWD_MODS_128_BF16
 FA_COMPILED(bwd_mods, 128, bf16)
 #endif
@@ -127,8 +133,7 @@ bool supports_forward(const FwdParams& p) {
 }
 
 // Dropout and the deterministic mode use the sm80 backward; softcap, ALiBi and a
-// non-positive scale run here where their kernel is compiled (head dims 128 and
-// 256: bwd_kernel.cuh, ScoreMods).
+// non-positive scale run here in kernels of their own (bwd_kernel.cuh, ScoreMods).
 bool supports_backward(const BwdParams& p) {
   const bool kernel = detail::needs_score_mods(p) ? compiled<Kind::bwd_mods>(p.dtype, int(p.head_dim_qk))
                                                   : compiled<Kind::bwd>(p.dtype, int(p.head_dim_qk));
