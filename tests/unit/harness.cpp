@@ -667,7 +667,7 @@ void check_forward(const Case& c, const Target& t) {
   EXPECT_TRUE(f.inputs_intact) << "an input was modified";
 }
 
-void check_backward(const Case& c, const Target& t) {
+void check_backward(const Case& c, const Target& t, const RunOpts& o) {
   SCOPED_TRACE(c.describe() + " | target " + t.name);
   if (t.supports && !t.supports(c)) GTEST_SKIP() << "target does not run this case";
   const Problem p = make_problem(c);
@@ -677,8 +677,8 @@ void check_backward(const Case& c, const Target& t) {
   EXPECT_TRUE(close("reference dk vs harness float64", ref.dk, exact.dk, oracle_bound(exact.dk)));
   EXPECT_TRUE(close("reference dv vs harness float64", ref.dv, exact.dv, oracle_bound(exact.dv)));
 
-  const FwdResult f = run_forward(p, t);
-  const BwdResult g = run_backward(p, t, f);
+  const FwdResult f = run_forward(p, t, o);
+  const BwdResult g = run_backward(p, t, f, o);
   const std::vector<double> dq = g.dq.values(), dk = g.dk.values(), dv = g.dv.values();
   double bq, bk, bv;
   if (c.dtype == DType::f32) {

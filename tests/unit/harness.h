@@ -280,7 +280,7 @@ bool any_nan(const std::vector<double>& x);
 // Runs forward (and backward) of the case on the target and checks everything
 // against the reference with the contract's rule.
 void check_forward(const Case& c, const Target& t);
-void check_backward(const Case& c, const Target& t);
+void check_backward(const Case& c, const Target& t, const RunOpts& o = {});
 
 // gtest parameter name: case id + target, sanitised.
 std::string test_name(const Case& c, const Target& t);

@@ -189,6 +189,42 @@ INSTANTIATE_TEST_SUITE_P(Hopper256, CudaBackward, ::testing::ValuesIn(on_cuda(ho
                          CaseParamName());
 INSTANTIATE_TEST_SUITE_P(HeadDims, CudaBackward, ::testing::ValuesIn(on_cuda(head_dim_cases())), CaseParamName());
 
+// deterministic = true: within the contract's rule, and bitwise the same over
+// repeated calls. On an H100/H200 the unmasked ones run the Hopper backward's
+// ordered dQ reduce-adds (many key blocks per query tile, grouped heads, each
+// head dim), the masked ones the sm80 deterministic kernels.
+std::vector<Case> deterministic_cases() {
+  std::vector<Case> cases;
+  for (int64_t d : {64, 128, 256}) {
+    const std::string n = "det_hdim" + std::to_string(d) + "_";
+    cases.push_back(Case(n + "gqa_long_keys").seq(300, 1300).heads(4, 2).dims(d, d));
+    cases.push_back(Case(n + "causal").batch(2).seq(700, 700).heads(2, 1).dims(d, d).causal_mask());
+    cases.push_back(Case(n + "window").seq(600, 900).heads(2, 2).dims(d, d).win(200, 30));
+    cases.push_back(Case(n + "packed_softcap").packed({5, 400, 130}, {700, 300, 1}).heads(4, 2).dims(d, d)
+                        .cap(10.f).causal_mask());
+  }
+  return in_dtypes(cases, {DType::bf16});
+}
+class CudaDeterministic : public ::testing::TestWithParam<CaseParam> {};
+TEST_P(CudaDeterministic, MatchesReferenceAndRepeats) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const Case& c = std::get<0>(GetParam());
+  const Target& t = std::get<1>(GetParam());
+  RunOpts o;
+  o.deterministic = true;
+  check_backward(c, t, o);
+  const Problem p = make_problem(c);
+  const FwdResult f = run_forward(p, t, o);
+  const BwdResult first = run_backward(p, t, f, o);
+  for (int i = 0; i < 4; ++i) {
+    const BwdResult again = run_backward(p, t, f, o);
+    EXPECT_TRUE(bitwise_equal(first.dq, again.dq)) << "dq, call " << i;
+    EXPECT_TRUE(bitwise_equal(first.dk, again.dk)) << "dk, call " << i;
+    EXPECT_TRUE(bitwise_equal(first.dv, again.dv)) << "dv, call " << i;
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Cuda, CudaDeterministic, ::testing::ValuesIn(on_cuda(deterministic_cases())), CaseParamName());
+
 // Device buffers for a small contiguous [B, S, H, D] problem.
 struct DeviceProblem {
   int64_t B = 2, S = 64, H = 2, D = 64;
@@ -447,16 +483,23 @@ TEST(CudaDispatch, HopperForwardTakesOnlyWhatTmaCanDescribe) {
 }
 
 // The Hopper backward: the same TMA rule (dO included), head dims 64/128/256,
-// softcap and ALiBi, no dropout, and not the deterministic mode (that is the
-// sm80 path).
+// softcap and ALiBi, the deterministic mode without a right window bound, no
+// dropout.
 TEST(CudaDispatch, HopperBackwardTakesOnlyWhatItImplements) {
   const fa::BwdParams p = hopper_problem();
 #if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_SM90_BWD_128_BF16)
   EXPECT_TRUE(fa::sm90::supports_backward(p));
 #endif
-  fa::BwdParams deterministic = p;
+  fa::BwdParams deterministic = p;  // in the modifiers' kernels (ordered dQ adds)
   deterministic.deterministic = true;
+#if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_SM90_BWD_MODS_128_BF16)
+  EXPECT_TRUE(fa::sm90::supports_backward(deterministic));
+#else
   EXPECT_FALSE(fa::sm90::supports_backward(deterministic));
+#endif
+  fa::BwdParams deterministic_causal = deterministic;  // the sm80 deterministic kernels
+  deterministic_causal.window_right = 0;
+  EXPECT_FALSE(fa::sm90::supports_backward(deterministic_causal));
   fa::BwdParams broadcast_do = p;
   broadcast_do.do_head_stride = 0;
   EXPECT_FALSE(fa::sm90::supports_backward(broadcast_do));

@@ -17,6 +17,7 @@
 #include "flashattn/error.h"
 #include "kernels/common/kernel_params.h"
 #include "kernels/sm80/launch.h"
+#include "kernels/sm90/bwd_order.h"
 #include "kernels/sm90/launch.h"
 
 namespace flashattn::detail {
@@ -241,8 +242,17 @@ void cuda_backward(const BwdParams& p) {
   const auto stream = static_cast<cudaStream_t>(p.stream);
   const int64_t rows = p.heads_q * (p.is_varlen() ? p.total_q : p.batch * p.seqlen_q);
   const size_t dot_bytes = (static_cast<size_t>(std::max<int64_t>(1, rows)) * sizeof(float) + 255) / 256 * 256;
-  const size_t dq_bytes = p.deterministic ? 0 : static_cast<size_t>(rows * p.head_dim_qk) * sizeof(float);
   const bool hopper = on_sm90(p.device.index) && sm90::supports_backward(p);
+  // The Hopper backward keeps the accumulator when deterministic too: its key
+  // blocks add into it in a fixed order, kept by counters after it
+  // (sm90/bwd_order.h), zeroed here.
+  const bool order = hopper && p.deterministic;
+  const int64_t accum_floats = rows * p.head_dim_qk;
+  const int64_t order_count = order ? std::max<int64_t>(1, p.batch) * p.heads_q * sm90::dq_order_per_head(p.seqlen_q) : 0;
+  const int64_t order_at = sm90::dq_order_offset(accum_floats);  // floats
+  const size_t dq_bytes = p.deterministic && !hopper ? 0
+                          : order ? static_cast<size_t>(order_at + order_count) * sizeof(float)
+                                  : static_cast<size_t>(accum_floats) * sizeof(float);
   const size_t lse_bytes = hopper ? dot_bytes : 0;  // the LSE in log2 units (kp.lse_log2)
   const size_t bytes = dot_bytes + lse_bytes + dq_bytes;
   void* scratch = nullptr;
@@ -254,9 +264,9 @@ void cuda_backward(const BwdParams& p) {
                                             " bytes of scratch: " + cuda_message(err));
   kp.row_dot = static_cast<float*>(scratch);
   if (hopper) kp.lse_log2 = reinterpret_cast<float*>(static_cast<char*>(scratch) + dot_bytes);
-  if (!p.deterministic)
-    kp.dq_accum = reinterpret_cast<float*>(static_cast<char*>(scratch) + dot_bytes + lse_bytes);
-  err = hopper ? sm90::backward(kp, stream) : sm80::backward(kp, stream);
+  if (dq_bytes > 0) kp.dq_accum = reinterpret_cast<float*>(static_cast<char*>(scratch) + dot_bytes + lse_bytes);
+  if (order) err = cudaMemsetAsync(kp.dq_accum + order_at, 0, static_cast<size_t>(order_count) * sizeof(int), stream);
+  if (err == cudaSuccess) err = hopper ? sm90::backward(kp, stream) : sm80::backward(kp, stream);
   cudaFreeAsync(scratch, stream);
   if (err != cudaSuccess)
     throw Error(ErrorKind::runtime, "", "CUDA backward launch failed: " + cuda_message(err));

@@ -22,6 +22,7 @@
 #include "kernels/common/kernel_params.h"
 #include "kernels/common/mask.h"
 #include "kernels/common/seqlen.h"
+#include "kernels/sm90/bwd_order.h"
 #include "kernels/sm90/bwd_traits.h"
 #include "kernels/sm90/mma_utils.cuh"
 
@@ -130,7 +131,7 @@ struct ScoreMods {
   // plain path holds none of it across the loop; slope: the step's head's.
   __device__ ScoreMods(const BwdKernelParams& p, int c0_, int seqlen_q, int seqlen_k, float slope_)
       : scale(p.softmax_scale), cap(p.softcap), inv_cap(p.softcap > 0.f ? 1.f / p.softcap : 0.f), slope(slope_),
-        scale_log2(p.scale_log2), inv_cap_log2e(p.softcap > 0.f ? 1.f / (p.softcap * 1.4426950408889634f) : 0.f),
+        scale_log2(1.4426950408889634f), inv_cap_log2e(p.softcap > 0.f ? 1.f / (p.softcap * 1.4426950408889634f) : 0.f),
         c0(c0_), diag_offset(seqlen_k - seqlen_q), alibi(p.alibi_slopes != nullptr) {}
   __device__ __forceinline__ float bias(int i, int j) const { return slope * float(abs(i + diag_offset - j)); }
   __device__ __forceinline__ float score(float qk, int i, int j) const {
@@ -157,10 +158,10 @@ struct BwdArgs {
 };
 
 // Causal / window masks, GQA, packed batches; kMods: softcap, ALiBi and any
-// scale (ScoreMods), a kernel of its own so that the plain one keeps its code
-// (as a runtime branch in one kernel the plain path measured 1-10% slower:
-// kernel_notes, sm90 backward v17). Dropout and the deterministic mode run on
-// the sm80 backward.
+// scale (ScoreMods) and the deterministic mode (order_wait), a kernel of its
+// own so that the plain one keeps its code (as a runtime branch in one kernel
+// the plain path measured 1-10% slower: kernel_notes, sm90 backward v17).
+// Dropout runs on the sm80 backward.
 template <typename Traits, bool kMods>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     bwd_kernel(const __grid_constant__ BwdArgs<Traits> args) {
@@ -196,7 +197,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   // 2048 steps 4.24 -> 3.17 us (kernel_notes, sm90 backward v10). Under a
   // causal-like mask each block already starts at its own diagonal. By product
   // (hd256) it measured no gain and keeps the plain order.
-  const int rot = p.window_right < 0 && !Traits::kByProduct && n_m > 0 ? n_block % n_m : 0;
+  // The deterministic mode (kMods kernels only) walks the plain
+  // order: its key blocks add each dQ tile in block order (see order_wait).
+  const bool det = kMods && p.deterministic;
+  const int rot = p.window_right < 0 && !Traits::kByProduct && n_m > 0 && !det ? n_block % n_m : 0;
   auto step_head = [&](int s) { return hk * group_size + s / n_m; };
   auto step_mblock = [&](int s) { return m_block_min + (s % n_m + rot) % n_m; };
   const bool packed = p.cu_seqlens_q != nullptr;
@@ -290,6 +294,46 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
   // Consumers.
   cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
+  // Deterministic dQ (kMods kernels, p.deterministic): each dQ tile (query head,
+  // query tile, consumer group) is reduce-added by its key blocks in increasing
+  // block order. Before its reduce-add the group's leader waits until the
+  // tile's counter says the previous key block's is done, if that block
+  // touches the tile at all (the blocks touching a tile are consecutive); after
+  // it, it waits for the add to complete and stores its own block + 1. A block
+  // waits only on the block before it, which is launched no later, and the
+  // first block of each run waits on none, so the chain always moves. The plain
+  // query-tile order (no rotation) keeps each block one step behind the one
+  // before it.
+  int prev_lo = 0, prev_hi = 0;  // query tiles the previous key block touches
+  if (det && n_block > 0) {
+    const int pb = int(mask.row_begin(c0 - kBlockN)), pe = int(mask.row_end(c0 - 1));
+    prev_lo = pb / kBlockM;
+    prev_hi = pe > pb ? (pe + kBlockM - 1) / kBlockM : prev_lo;
+  }
+  // The counters (bwd_order.h): after the accumulator's rows.
+  int* const dq_order =
+      det ? reinterpret_cast<int*>(p.dq_accum + dq_order_offset(p.heads_q * (packed ? p.total_q : p.batch * p.seqlen_q) *
+                                                                p.head_dim_qk))
+          : nullptr;
+  const int64_t order_per_head = dq_order_per_head(p.seqlen_q);
+  auto order_slot = [&](int h, int m, int g) {
+    return dq_order + (int64_t(b) * p.heads_q + h) * order_per_head + m * 2 + g;
+  };
+  auto order_wait = [&](int h, int m, int g) {
+    if (m >= prev_lo && m < prev_hi) {
+      const int* slot = order_slot(h, m, g);
+      int done;
+      do {
+        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(done) : "l"(slot) : "memory");
+      } while (done < n_block);
+    }
+    asm volatile("fence.proxy.async.global;" ::: "memory");  // the TMA add after the acquire
+  };
+  auto order_release = [&](int h, int m, int g) {
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // the add has completed
+    asm volatile("fence.proxy.async.global;" ::: "memory");
+    asm volatile("st.release.gpu.global.b32 [%0], %1;" :: "l"(order_slot(h, m, g)), "r"(n_block + 1) : "memory");
+  };
   // Score modifiers (ScoreMods, kMods only): softcap's factor where it is on.
   const bool with_cap = kMods && p.softcap > 0.f;
   auto head_slope = [&](int h) {
@@ -461,8 +505,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
                                 Shape<Int<kBlockM>, Int<kDqCols>>{}, make_coord(m_block, group));
         Tensor sdQ = make_tensor(make_smem_ptr(reinterpret_cast<float*>(stage_bytes)), typename Traits::SmemLayoutdQ{});
         auto cta = args.tma_dq.get_slice(_0{});
+        if (det) order_wait(h, m_block, group);
         copy(args.tma_dq, cta.partition_S(sdQ), cta.partition_D(gdQ));
         tma_store_arrive();
+        if (det) order_release(h, m_block, group);
       }
     }
     if (dq_leader) tma_store_wait<0>();
@@ -589,6 +635,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       copy(args.tma_dq, cta.partition_S(sdQ_st), cta.partition_D(gdQ));
       tma_store_arrive();
     };
+    // In the deterministic mode, in key-block order (order_wait above).
+    auto issue_dq_ordered = [&](int st) __attribute__((always_inline)) {
+      if (det) order_wait(step_head(st), step_mblock(st), group);
+      issue_dq(st);
+      if (det) order_release(step_head(st), step_mblock(st), group);
+    };
 
     if (n_steps > 0) Barrier::wait(&smem.kv_full, 0);
     for (int step = 0; step < n_steps; ++step) {
@@ -675,7 +727,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       wgmma_issue<false, true>(mma_dkv, tdKrdS, tdKrQ(_, _, _, s), acc_dk);
       // Under dQ and dK: the previous step's staging, published by the fence and
       // barrier above.
-      if (dq_leader && step > 0) issue_dq(step - 1);
+      if (dq_leader && step > 0) issue_dq_ordered(step - 1);
       warpgroup_wait<1>();  // dV and dQ are in; dK runs under dQ's staging
       warpgroup_fence_operand(acc_dq);
       stage_dq(acc_dq, step & 1);
@@ -689,7 +741,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     if (n_steps > 0) {
       cutlass::arch::fence_view_async_shared();
       group_sync();
-      if (dq_leader) issue_dq(n_steps - 1);
+      if (dq_leader) issue_dq_ordered(n_steps - 1);
     }
     if (dq_leader) tma_store_wait<0>();
 
