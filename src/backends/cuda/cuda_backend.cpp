@@ -250,9 +250,8 @@ void cuda_backward(const BwdParams& p) {
   const int64_t accum_floats = rows * p.head_dim_qk;
   const int64_t order_count = order ? std::max<int64_t>(1, p.batch) * p.heads_q * sm90::dq_order_per_head(p.seqlen_q) : 0;
   const int64_t order_at = sm90::dq_order_offset(accum_floats);  // floats
-  const size_t dq_bytes = p.deterministic && !hopper ? 0
-                          : order ? static_cast<size_t>(order_at + order_count) * sizeof(float)
-                                  : static_cast<size_t>(accum_floats) * sizeof(float);
+  const bool accum = !p.deterministic || hopper;
+  const size_t dq_bytes = accum ? static_cast<size_t>(order ? order_at + order_count : accum_floats) * sizeof(float) : 0;
   const size_t lse_bytes = hopper ? dot_bytes : 0;  // the LSE in log2 units (kp.lse_log2)
   const size_t bytes = dot_bytes + lse_bytes + dq_bytes;
   void* scratch = nullptr;

@@ -108,30 +108,32 @@ struct KeyRows {
       CUTE_UNROLL
       for (int mi = 0; mi < 2; ++mi) {
         const float z = mods.score(x(mi, ni), i, mods.c0 + get<0>(coord(mi, 0)));
-        x(mi, ni) = i >= lo[mi] && i < hi[mi] ? exp2f(fmaf(z, mods.scale_log2, -lse2)) : 0.f;
+        x(mi, ni) = i >= lo[mi] && i < hi[mi] ? exp2f(fmaf(z, Mods::kLog2e, -lse2)) : 0.f;
       }
     }
   }
 };
 
 // The contract's score modifiers in the backward (softcap, ALiBi, and a
-// non-positive scale, which the plain path's folded scale cannot take): the
-// host sets scale_log2 to log2(e) for them, as for the sm80 kernels. Only the
-// elementwise code differs from the plain kernel (bwd_kernel's kMods): each
-// score is scaled, capped, biased as in the forward.
+// non-positive scale, which the plain path's folded scale cannot take). Only
+// the elementwise code differs from the plain kernel (bwd_kernel's kMods): each
+// score is scaled, capped, biased as in the forward, then exp2 takes log2(e)
+// (kLog2e, not p.scale_log2: the deterministic mode runs here without
+// modifiers, where the host folds the scale into scale_log2).
 // dS needs softcap's derivative 1 - t^2 (t = tanh(s / cap)); rather than hold t
 // beside S^T, dP^T, dK and dV, it is recovered from P when dS is formed:
 // log2 P = (cap t - bias) log2(e) - lse2, so t = (log2 P + lse2 + bias log2(e))
 // / (cap log2(e)); where P is 0 the score does not count (dS = 0).
 struct ScoreMods {
-  float scale, cap, inv_cap, slope, scale_log2, inv_cap_log2e;
+  static constexpr float kLog2e = 1.4426950408889634f;  // scores are scaled here, not in exp2
+  float scale, cap, inv_cap, slope, inv_cap_log2e;
   int c0, diag_offset;  // first key of the block; key position of query row 0
   bool alibi;
   // Built where it is used, from the parameters (constant memory), so that the
   // plain path holds none of it across the loop; slope: the step's head's.
   __device__ ScoreMods(const BwdKernelParams& p, int c0_, int seqlen_q, int seqlen_k, float slope_)
       : scale(p.softmax_scale), cap(p.softcap), inv_cap(p.softcap > 0.f ? 1.f / p.softcap : 0.f), slope(slope_),
-        scale_log2(1.4426950408889634f), inv_cap_log2e(p.softcap > 0.f ? 1.f / (p.softcap * 1.4426950408889634f) : 0.f),
+        inv_cap_log2e(p.softcap > 0.f ? 1.f / (p.softcap * kLog2e) : 0.f),
         c0(c0_), diag_offset(seqlen_k - seqlen_q), alibi(p.alibi_slopes != nullptr) {}
   __device__ __forceinline__ float bias(int i, int j) const { return slope * float(abs(i + diag_offset - j)); }
   __device__ __forceinline__ float score(float qk, int i, int j) const {
@@ -142,8 +144,21 @@ struct ScoreMods {
   }
   // 1 - t^2 from the probability (see above); 0 where prob is 0.
   __device__ __forceinline__ float cap_grad(float prob, float lse2, int i, int j) const {
-    const float t = (log2f(prob) + lse2 + (alibi ? bias(i, j) * 1.4426950408889634f : 0.f)) * inv_cap_log2e;
+    const float t = (log2f(prob) + lse2 + (alibi ? bias(i, j) * kLog2e : 0.f)) * inv_cap_log2e;
     return prob > 0.f ? 1.f - t * t : 0.f;
+  }
+  // ds *= 1 - t^2 for each score of a thread's (key, query row) tile view, with
+  // prob its probabilities, lse_log2 the step's rows' LSE and m0 its first row.
+  template <typename DS, typename P, typename Coord>
+  __device__ __forceinline__ void apply_cap_grad(DS& ds, const P& prob, const Coord& coord, const float* lse_log2,
+                                                 int m0) const {
+    CUTE_UNROLL
+    for (int ni = 0; ni < size<1>(ds); ++ni) {
+      const int il = get<1>(coord(0, ni));
+      const float lse2 = lse_log2[il];
+      CUTE_UNROLL
+      for (int mi = 0; mi < size<0>(ds); ++mi) ds(mi, ni) *= cap_grad(prob(mi, ni), lse2, m0 + il, c0 + get<0>(coord(mi, 0)));
+    }
   }
 };
 
@@ -451,17 +466,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
           CUTE_UNROLL
           for (int mi = 0; mi < size<0>(x); ++mi) x(mi, ni) = pr(mi, ni) * (x(mi, ni) - d) * p.softmax_scale;
         }
-        if (with_cap) {
-          const ScoreMods mods(p, c0, seqlen_q, seqlen_k, slope);
-          CUTE_UNROLL
-          for (int ni = 0; ni < size<1>(x); ++ni) {
-            const int il = get<1>(coord(0, ni));
-            const float lse2 = smem.lse_log2[s][il];
-            CUTE_UNROLL
-            for (int mi = 0; mi < size<0>(x); ++mi)
-              x(mi, ni) *= mods.cap_grad(pr(mi, ni), lse2, m0 + il, c0 + get<0>(coord(mi, 0)));
-          }
-        }
+        if (with_cap) ScoreMods(p, c0, seqlen_q, seqlen_k, slope).apply_cap_grad(x, pr, coord, smem.lse_log2[s], m0);
         Barrier::arrive(&smem.rows_empty[s]);  // this thread's d reads of the stage are done
         convert_into(acc, rA);
       }
@@ -637,9 +642,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     };
     // In the deterministic mode, in key-block order (order_wait above).
     auto issue_dq_ordered = [&](int st) __attribute__((always_inline)) {
-      if (det) order_wait(step_head(st), step_mblock(st), group);
+      const int h = step_head(st), m = step_mblock(st);
+      if (det) order_wait(h, m, group);
       issue_dq(st);
-      if (det) order_release(step_head(st), step_mblock(st), group);
+      if (det) order_release(h, m, group);
     };
 
     if (n_steps > 0) Barrier::wait(&smem.kv_full, 0);
@@ -686,17 +692,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
           dp(mi, ni) = sc(mi, ni) * fmaf(dp(mi, ni), p.softmax_scale, -d_scaled);
         }
       }
-      if (with_cap) {
-        const ScoreMods mods(p, c0, seqlen_q, seqlen_k, slope);
-        CUTE_UNROLL
-        for (int ni = 0; ni < size<1>(sc); ++ni) {
-          const int il = get<1>(coord(0, ni));
-          const float lse2 = smem.lse_log2[s][il];
-          CUTE_UNROLL
-          for (int mi = 0; mi < size<0>(sc); ++mi)
-            dp(mi, ni) *= mods.cap_grad(sc(mi, ni), lse2, m0 + il, c0 + get<0>(coord(mi, 0)));
-        }
-      }
+      if (with_cap) ScoreMods(p, c0, seqlen_q, seqlen_k, slope).apply_cap_grad(dp, sc, coord, smem.lse_log2[s], m0);
       if constexpr (kDsFirst) {
         convert_into(acc_s, rP);
         wgmma_issue<false, true>(mma_dkv, tdVrP, tdVrdO(_, _, _, s), acc_dv);
