@@ -497,9 +497,11 @@ TEST(CudaDispatch, HopperBackwardTakesOnlyWhatItImplements) {
 #else
   EXPECT_FALSE(fa::sm90::supports_backward(deterministic));
 #endif
-  fa::BwdParams deterministic_causal = deterministic;  // the sm80 deterministic kernels
+  fa::BwdParams deterministic_causal = deterministic;  // decreasing key-block order
   deterministic_causal.window_right = 0;
-  EXPECT_FALSE(fa::sm90::supports_backward(deterministic_causal));
+#if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_SM90_BWD_MODS_128_BF16)
+  EXPECT_TRUE(fa::sm90::supports_backward(deterministic_causal));
+#endif
   fa::BwdParams broadcast_do = p;
   broadcast_do.do_head_stride = 0;
   EXPECT_FALSE(fa::sm90::supports_backward(broadcast_do));

@@ -191,7 +191,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   extern __shared__ __align__(1024) char smem_raw[];
   auto& smem = *reinterpret_cast<typename Traits::SharedStorage*>(smem_raw);
 
-  const int n_block = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
+  // The deterministic mode (kMods kernels only) orders dQ's reduce-adds by key
+  // block (order_wait below); under a right window bound (causal-like) in
+  // decreasing block order, with the blocks launched last-first.
+  const bool det = kMods && p.deterministic;
+  const bool det_desc = det && p.window_right >= 0;
+  const int n_block = det_desc ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+  const int hk = blockIdx.y, b = blockIdx.z;
   const detail::SeqLen sl(p, b);
   const int seqlen_q = int(sl.seqlen_q), seqlen_k = int(sl.seqlen_k);
   const int c0 = n_block * kBlockN;
@@ -214,7 +220,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   // (hd256) it measured no gain and keeps the plain order.
   // The deterministic mode (kMods kernels only) walks the plain
   // order: its key blocks add each dQ tile in block order (see order_wait).
-  const bool det = kMods && p.deterministic;
   const int rot = p.window_right < 0 && !Traits::kByProduct && n_m > 0 && !det ? n_block % n_m : 0;
   auto step_head = [&](int s) { return hk * group_size + s / n_m; };
   auto step_mblock = [&](int s) { return m_block_min + (s % n_m + rot) % n_m; };
@@ -310,18 +315,22 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   // Consumers.
   cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
   // Deterministic dQ (kMods kernels, p.deterministic): each dQ tile (query head,
-  // query tile, consumer group) is reduce-added by its key blocks in increasing
-  // block order. Before its reduce-add the group's leader waits until the
-  // tile's counter says the previous key block's is done, if that block
-  // touches the tile at all (the blocks touching a tile are consecutive); after
-  // it, it waits for the add to complete and stores its own block + 1. A block
-  // waits only on the block before it, which is launched no later, and the
-  // first block of each run waits on none, so the chain always moves. The plain
-  // query-tile order (no rotation) keeps each block one step behind the one
-  // before it.
-  int prev_lo = 0, prev_hi = 0;  // query tiles the previous key block touches
-  if (det && n_block > 0) {
-    const int pb = int(mask.row_begin(c0 - kBlockN)), pe = int(mask.row_end(c0 - 1));
+  // query tile, consumer group) is reduce-added by its key blocks in block
+  // order: increasing without a right window bound, decreasing with one (there
+  // block n + 1 reaches each tile two steps before block n, since its rows start
+  // one key block further down the diagonal). Before its reduce-add the
+  // group's leader waits until the tile's counter says the key block before it
+  // in that order is done, if that block touches the tile at all (the blocks
+  // touching a tile are consecutive); after it, it waits for the add to
+  // complete and stores its own block + 1. A block waits only on the block
+  // launched just before it (decreasing order: the blocks are launched
+  // last-first), and the first block of each run waits on none, so the chain
+  // always moves. The plain query-tile order (no rotation).
+  int prev_lo = 0, prev_hi = 0;  // query tiles the key block before this one (in order) touches
+  const int prev_block = det_desc ? n_block + 1 : n_block - 1;
+  if (det && prev_block >= 0 && prev_block * kBlockN < seqlen_k) {
+    const int pc0 = prev_block * kBlockN;
+    const int pb = int(mask.row_begin(pc0)), pe = int(mask.row_end(min(pc0 + kBlockN, seqlen_k) - 1));
     prev_lo = pb / kBlockM;
     prev_hi = pe > pb ? (pe + kBlockM - 1) / kBlockM : prev_lo;
   }
@@ -340,7 +349,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       int done;
       do {
         asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(done) : "l"(slot) : "memory");
-      } while (done < n_block);
+      } while (det_desc ? done != n_block + 2 : done < n_block);  // the previous adder stored its block + 1
     }
     asm volatile("fence.proxy.async.global;" ::: "memory");  // the TMA add after the acquire
   };

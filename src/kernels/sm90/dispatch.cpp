@@ -134,18 +134,15 @@ bool supports_forward(const FwdParams& p) {
 
 // Dropout uses the sm80 backward; softcap, ALiBi and a non-positive scale run
 // here in kernels of their own (bwd_kernel.cuh, ScoreMods).
-// The deterministic mode runs in those kernels too (ordered dQ reduce-adds),
-// without a right window bound only: under a causal-like mask each key block
-// would wait for the one before it to reach its diagonal, and the ordered adds
-// ran 0.36-0.46x the atomic backward there, no faster than the sm80
-// deterministic kernels (kernel_notes, sm90 backward v18).
+// The deterministic mode runs in those kernels too (ordered dQ reduce-adds;
+// under a causal-like mask in decreasing key-block order, branch
+// sm90-bwd-det-causal, prepared in session 13, not yet run).
 static bool special_backward(const BwdParams& p) { return detail::needs_score_mods(p) || p.deterministic; }
 
 bool supports_backward(const BwdParams& p) {
   const bool kernel = special_backward(p) ? compiled<Kind::bwd_mods>(p.dtype, int(p.head_dim_qk))
                                           : compiled<Kind::bwd>(p.dtype, int(p.head_dim_qk));
   return kernel && p.head_dim_v == p.head_dim_qk && !(p.dropout_p > 0.f) &&
-         !(p.deterministic && p.window_right >= 0) &&
          tma_ok(p, {{p.q_row_stride, p.q_head_stride, p.q_batch_stride},
                     {p.k_row_stride, p.k_head_stride, p.k_batch_stride},
                     {p.v_row_stride, p.v_head_stride, p.v_batch_stride},
