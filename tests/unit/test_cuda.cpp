@@ -190,9 +190,9 @@ INSTANTIATE_TEST_SUITE_P(Hopper256, CudaBackward, ::testing::ValuesIn(on_cuda(ho
 INSTANTIATE_TEST_SUITE_P(HeadDims, CudaBackward, ::testing::ValuesIn(on_cuda(head_dim_cases())), CaseParamName());
 
 // deterministic = true: within the contract's rule, and bitwise the same over
-// repeated calls. On an H100/H200 the unmasked ones run the Hopper backward's
-// ordered dQ reduce-adds (many key blocks per query tile, grouped heads, each
-// head dim), the masked ones the sm80 deterministic kernels.
+// repeated calls. On an H100/H200 they run the Hopper backward's ordered dQ
+// reduce-adds (many key blocks per query tile, grouped heads, each head dim;
+// under causal-like masks in decreasing key-block order).
 std::vector<Case> deterministic_cases() {
   std::vector<Case> cases;
   for (int64_t d : {64, 128, 256}) {

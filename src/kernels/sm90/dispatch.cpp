@@ -135,8 +135,8 @@ bool supports_forward(const FwdParams& p) {
 // Dropout uses the sm80 backward; softcap, ALiBi and a non-positive scale run
 // here in kernels of their own (bwd_kernel.cuh, ScoreMods).
 // The deterministic mode runs in those kernels too (ordered dQ reduce-adds;
-// under a causal-like mask in decreasing key-block order, branch
-// sm90-bwd-det-causal, prepared in session 13, not yet run).
+// under a causal-like mask in decreasing key-block order, level with the
+// atomic kernel there: kernel_notes, sm90 backward v19).
 static bool special_backward(const BwdParams& p) { return detail::needs_score_mods(p) || p.deterministic; }
 
 bool supports_backward(const BwdParams& p) {

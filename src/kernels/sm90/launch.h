@@ -44,7 +44,7 @@ cudaError_t run_bwd(const BwdKernelParams& p, cudaStream_t stream);
 // True when this build has a Hopper backward kernel for p: head dims 64/128/256
 // with Dqk == Dv, fp16/bf16, fixed-length or packed batches, causal and window
 // masks, GQA/MQA, softcap and ALiBi, the deterministic mode (ordered dQ
-// reduce-adds) without a right window bound, no dropout.
+// reduce-adds), no dropout.
 // Everything else runs on the sm80 kernels.
 bool supports_backward(const BwdParams& p);
 // With score modifiers; defined in instantiations/bwd_hdim{D}_{dtype}_sm90_mods.cu.
