@@ -7,6 +7,15 @@ layout scaled_dot_product_attention takes) and handed to flashattn through
 strides, without copies. Times are CUDA-event medians after warm-up; TFLOP/s use
 the contract's count (fwd 4*B*H*N^2*D, halved for causal; bwd 2.5x fwd).
 
+By default every side of a point (ours, the sm80 kernels with --sm80-too,
+FlashAttention-2, cuDNN; forward and backward) is timed interleaved: after
+--warmup-ms of round-robin calls, --rounds rounds each time every side's calls in
+turn, and a side's time is the median over all its calls. The H200 boosts for
+~0.1 s after idling and then holds its power cap, ~10% slower on long problems,
+so sides timed one after the other can meet different clocks (a side timed
+right after host-side set-up gets the boost); interleaved, they share them.
+--sequential times the sides one after the other (the protocol before session 14).
+
     python3 bench/gpu/bench_gpu.py --shim build/bench/gpu/libflashattn_bench_shim.so \
         --json bench/results/x.json --png bench/results/x.png
 """
@@ -122,6 +131,42 @@ def time_ms(fn, warmup, repeats):
     return statistics.median(times)
 
 
+def time_interleaved(fns, warmup, repeats, rounds):
+    """Medians in ms of each of fns (name -> callable), timed in turns."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < WARMUP_S:
+        for fn in fns.values():
+            fn()
+        torch.cuda.synchronize()
+    times = {name: [] for name in fns}
+    per_round = max(1, repeats // rounds)
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            for _ in range(per_round):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn()
+                end.record()
+                end.synchronize()
+                times[name].append(start.elapsed_time(end))
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def forced_sm80(fn):
+    """fn with the portable kernels (dispatch would pick the Hopper ones)."""
+    def call():
+        os.environ["FLASHATTN_FORCE_SM80"] = "1"
+        try:
+            fn()
+        finally:
+            del os.environ["FLASHATTN_FORCE_SM80"]
+    return call
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shim", required=True)
@@ -144,6 +189,8 @@ def main():
                     help="also run B=1, H=16, D=128, N=131072 causal and report the extra device memory")
     ap.add_argument("--no-peers", action="store_true",
                     help="time flashattn alone (A/B runs of two builds: scripts/gpu_ab_bench.sh)")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds (repeats are split among them)")
+    ap.add_argument("--sequential", action="store_true", help="time the sides one after the other")
     ap.add_argument("--json")
     ap.add_argument("--png")
     args = ap.parse_args()
@@ -170,13 +217,9 @@ def main():
                 with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
                     ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
                 row["max_abs_diff_vs_flash"] = (out.float() - ref.float()).abs().max().item()
-                ours_fwd = fa.forward_call(q, k, v, out, lse, causal=causal)
-                row["ours_fwd_ms"] = time_ms(ours_fwd, args.warmup, args.repeats)
+                fns = {"ours_fwd": fa.forward_call(q, k, v, out, lse, causal=causal)}
                 if args.sm80_too:
-                    # The portable kernel on the same problem (dispatch would pick the Hopper one).
-                    os.environ["FLASHATTN_FORCE_SM80"] = "1"
-                    row["ours_sm80_fwd_ms"] = time_ms(ours_fwd, args.warmup, args.repeats)
-                    del os.environ["FLASHATTN_FORCE_SM80"]
+                    fns["ours_sm80_fwd"] = forced_sm80(fns["ours_fwd"])
                 if not args.fwd_only:
                     do = torch.randn_like(q)
                     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
@@ -188,30 +231,33 @@ def main():
                     row["max_abs_diff_dq_vs_flash"] = (dq.float() - rq.float()).abs().max().item()
                     row["max_abs_diff_dk_vs_flash"] = (dk.float() - rk.float()).abs().max().item()
                     row["max_abs_diff_dv_vs_flash"] = (dv.float() - rv.float()).abs().max().item()
-                    ours_bwd = fa.backward_call(do, q, k, v, out, lse, dq, dk, dv, causal=causal)
-                    row["ours_bwd_ms"] = time_ms(ours_bwd, args.warmup, args.repeats)
+                    fns["ours_bwd"] = fa.backward_call(do, q, k, v, out, lse, dq, dk, dv, causal=causal)
                     if args.sm80_too:
-                        os.environ["FLASHATTN_FORCE_SM80"] = "1"
-                        row["ours_sm80_bwd_ms"] = time_ms(ours_bwd, args.warmup, args.repeats)
-                        del os.environ["FLASHATTN_FORCE_SM80"]
+                        fns["ours_sm80_bwd"] = forced_sm80(fns["ours_bwd"])
                     if args.deterministic:
-                        row["ours_bwd_det_ms"] = time_ms(
-                            fa.backward_call(do, q, k, v, out, lse, dq, dk, dv, causal=causal, deterministic=True),
-                            args.warmup, args.repeats)
+                        fns["ours_bwd_det"] = fa.backward_call(do, q, k, v, out, lse, dq, dk, dv, causal=causal,
+                                                               deterministic=True)
                 peers = () if args.no_peers else (("flash", SDPBackend.FLASH_ATTENTION),
                                                    ("cudnn", SDPBackend.CUDNN_ATTENTION))
                 for name, backend in peers:
-                    with sdpa_kernel([backend]):
-                        row[f"{name}_fwd_ms"] = time_ms(
-                            lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
-                            args.warmup, args.repeats)
-                        if not (args.no_bwd or args.fwd_only):
-                            qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+                    def peer_fwd(backend=backend):
+                        with sdpa_kernel([backend]):
+                            F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                    fns[f"{name}_fwd"] = peer_fwd
+                    if not (args.no_bwd or args.fwd_only):
+                        qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+                        with sdpa_kernel([backend]):
                             o = F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal)
-                            do = torch.randn_like(o)
-                            row[f"{name}_bwd_ms"] = time_ms(
-                                lambda: torch.autograd.grad(o, (qg, kg, vg), do, retain_graph=True),
-                                args.warmup, args.repeats)
+                        do_peer = torch.randn_like(o)
+                        fns[f"{name}_bwd"] = (lambda o=o, qg=qg, kg=kg, vg=vg, do_peer=do_peer:
+                                              torch.autograd.grad(o, (qg, kg, vg), do_peer, retain_graph=True))
+                if args.sequential:
+                    for name, fn in fns.items():
+                        row[f"{name}_ms"] = time_ms(fn, args.warmup, args.repeats)
+                else:
+                    for name, ms in time_interleaved(fns, args.warmup, args.repeats, args.rounds).items():
+                        row[f"{name}_ms"] = ms
+                del fns
                 for key in list(row):
                     if key.endswith("_fwd_ms"):
                         row[key.replace("_ms", "_tflops")] = flops / row[key] / 1e9
