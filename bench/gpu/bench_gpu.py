@@ -7,14 +7,18 @@ layout scaled_dot_product_attention takes) and handed to flashattn through
 strides, without copies. Times are CUDA-event medians after warm-up; TFLOP/s use
 the contract's count (fwd 4*B*H*N^2*D, halved for causal; bwd 2.5x fwd).
 
-By default every side of a point (ours, the sm80 kernels with --sm80-too,
-FlashAttention-2, cuDNN; forward and backward) is timed interleaved: after
---warmup-ms of round-robin calls, --rounds rounds each time every side's calls in
-turn, and a side's time is the median over all its calls. The H200 boosts for
-~0.1 s after idling and then holds its power cap, ~10% slower on long problems,
-so sides timed one after the other can meet different clocks (a side timed
-right after host-side set-up gets the boost); interleaved, they share them.
---sequential times the sides one after the other (the protocol before session 14).
+By default each side of a point (ours, the sm80 kernels with --sm80-too,
+FlashAttention-2, cuDNN; forward and backward) is timed on its own, one after
+the other, as the peers' figures in shared/docs/peers.md were: median of
+--repeats calls after --warmup calls and --warmup-ms of back-to-back calls.
+The H200 boosts for ~0.1 s after idling and then holds its power cap (~10%
+slower on long problems), so with --warmup-ms 250 every side is timed in its
+own sustained state, set by its own power draw. --interleave instead times all
+sides of a point in turns (round-robin warm-up, then --rounds rounds of each
+side's calls; medians over all of a side's calls): they share one clock, which
+the mix of their power draws sets, so it compares the kernels nearer per clock
+(bench/results/2026-12-01_h200_bench_interleaved_s14.json: every side faster
+than timed alone, the mix drawing less than the cap).
 
     python3 bench/gpu/bench_gpu.py --shim build/bench/gpu/libflashattn_bench_shim.so \
         --json bench/results/x.json --png bench/results/x.png
@@ -190,7 +194,7 @@ def main():
     ap.add_argument("--no-peers", action="store_true",
                     help="time flashattn alone (A/B runs of two builds: scripts/gpu_ab_bench.sh)")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds (repeats are split among them)")
-    ap.add_argument("--sequential", action="store_true", help="time the sides one after the other")
+    ap.add_argument("--interleave", action="store_true", help="time the sides of a point in turns (one clock for all)")
     ap.add_argument("--json")
     ap.add_argument("--png")
     args = ap.parse_args()
@@ -251,12 +255,12 @@ def main():
                         do_peer = torch.randn_like(o)
                         fns[f"{name}_bwd"] = (lambda o=o, qg=qg, kg=kg, vg=vg, do_peer=do_peer:
                                               torch.autograd.grad(o, (qg, kg, vg), do_peer, retain_graph=True))
-                if args.sequential:
-                    for name, fn in fns.items():
-                        row[f"{name}_ms"] = time_ms(fn, args.warmup, args.repeats)
-                else:
+                if args.interleave:
                     for name, ms in time_interleaved(fns, args.warmup, args.repeats, args.rounds).items():
                         row[f"{name}_ms"] = ms
+                else:
+                    for name, fn in fns.items():
+                        row[f"{name}_ms"] = time_ms(fn, args.warmup, args.repeats)
                 del fns
                 for key in list(row):
                     if key.endswith("_fwd_ms"):
