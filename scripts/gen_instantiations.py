@@ -11,7 +11,7 @@ DTYPES = {"fp16": "cutlass::half_t", "bf16": "cutlass::bfloat16_t"}
 # architecture -> {kind: head dims}
 FAMILIES = {
     "sm80": {"fwd": [64, 96, 128, 192, 256], "bwd": [64, 96, 128, 192, 256]},
-    "sm90": {"fwd": [64, 128, 256], "bwd": [64, 128, 256]},
+    "sm90": {"fwd": [64, 96, 128, 192, 256], "bwd": [64, 128, 256]},
 }
 # sm80 shared-memory tiers with tiles of their own (src/kernels/sm80/tiles.h:
 # fwd_tier_differs / bwd_tier_differs, which the instantiations assert):

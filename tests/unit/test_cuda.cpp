@@ -114,7 +114,7 @@ std::vector<Case> head_dim_cases() {
 }
 INSTANTIATE_TEST_SUITE_P(HeadDims, CudaForward, ::testing::ValuesIn(on_cuda(head_dim_cases())), CaseParamName());
 
-// Problems the Hopper forward takes (head dims 64/128/256, plain, causal and window
+// Problems the Hopper forward takes (head dims 64/128/256 here, 96/192 below; plain, causal and window
 // masks, GQA/MQA, packed batches) at shapes that stress its tiles and barriers: lengths around the
 // 128-row and 64/128-key tiles, one key, more keys than queries and the reverse.
 // On other GPUs, or with FLASHATTN_FORCE_SM80=1, the same cases check the sm80 kernel.
@@ -167,6 +167,30 @@ std::vector<Case> hopper_cases() {
   return in_dtypes(cases, {DType::f16, DType::bf16});
 }
 INSTANTIATE_TEST_SUITE_P(Hopper, CudaForward, ::testing::ValuesIn(on_cuda(hopper_cases())), CaseParamName());
+
+// The Hopper forward's other head dims, 96 (64-byte swizzled rows, 128 x 128
+// tiles) and 192 (128 x 112 tiles, O staged in Q): lengths around the tiles,
+// masks that cut them, grouped heads, packed sequences, score modifiers. Their
+// backward runs on the sm80 kernels.
+std::vector<Case> hopper_other_dim_cases() {
+  std::vector<Case> cases;
+  for (int64_t d : {96, 192}) {
+    const std::string n = "hdim" + std::to_string(d) + "_";
+    cases.push_back(Case(n + "full").batch(2).seq(1000, 1000).heads(4, 4).dims(d, d));
+    cases.push_back(Case(n + "gqa_long").seq(300, 2100).heads(6, 2).dims(d, d));
+    cases.push_back(Case(n + "causal_sq_gt_sk").seq(517, 300).heads(2, 2).dims(d, d).causal_mask());
+    cases.push_back(Case(n + "causal_sk_gt_sq").seq(100, 1030).heads(2, 1).dims(d, d).causal_mask());
+    cases.push_back(Case(n + "window_both").seq(333, 777).heads(2, 2).dims(d, d).win(64, 31));
+    cases.push_back(Case(n + "tiny").batch(3).seq(1, 7).heads(2, 2).dims(d, d));
+    cases.push_back(Case(n + "packed_causal").packed({64, 1, 130, 300}, {64, 300, 129, 1}).heads(2, 1)
+                        .dims(d, d).causal_mask());
+    cases.push_back(Case(n + "softcap_alibi").batch(2).seq(257, 300).heads(4, 2).dims(d, d).cap(10.f)
+                        .magnitude(3.f).slopes(Alibi::per_batch_head).causal_mask());
+  }
+  return in_dtypes(cases, {DType::f16, DType::bf16});
+}
+INSTANTIATE_TEST_SUITE_P(HopperOtherDims, CudaForward, ::testing::ValuesIn(on_cuda(hopper_other_dim_cases())),
+                         CaseParamName());
 // The Hopper backward takes all three head dims of these (hd256 with 64 keys per
 // block and the consumer groups split by product), softcap and ALiBi included.
 INSTANTIATE_TEST_SUITE_P(Hopper, CudaBackward, ::testing::ValuesIn(on_cuda(hopper_cases())), CaseParamName());
@@ -474,9 +498,16 @@ TEST(CudaDispatch, HopperForwardTakesOnlyWhatTmaCanDescribe) {
   fa::FwdParams dropout = p;
   dropout.dropout_p = 0.1f;
   EXPECT_FALSE(fa::sm90::supports_forward(dropout));
-  fa::FwdParams odd_dim = p;
-  odd_dim.head_dim_qk = odd_dim.head_dim_v = 96;
+  fa::FwdParams odd_dim = p;  // instantiated: 64, 96, 128, 192, 256; others run padded on sm80
+  odd_dim.head_dim_qk = odd_dim.head_dim_v = 80;
   EXPECT_FALSE(fa::sm90::supports_forward(odd_dim));
+  fa::FwdParams dim96 = p;
+  dim96.head_dim_qk = dim96.head_dim_v = 96;
+#if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_SM90_96_BF16)
+  EXPECT_TRUE(fa::sm90::supports_forward(dim96));
+#else
+  EXPECT_FALSE(fa::sm90::supports_forward(dim96));
+#endif
   fa::FwdParams no_keys = p;
   no_keys.seqlen_k = 0;
   EXPECT_FALSE(fa::sm90::supports_forward(no_keys));

@@ -36,6 +36,18 @@ FA_COMPILED(fwd, 128, fp16)
 #ifdef FLASHATTN_SM90_256_FP16
 FA_COMPILED(fwd, 256, fp16)
 #endif
+#ifdef FLASHATTN_SM90_96_BF16
+FA_COMPILED(fwd, 96, bf16)
+#endif
+#ifdef FLASHATTN_SM90_96_FP16
+FA_COMPILED(fwd, 96, fp16)
+#endif
+#ifdef FLASHATTN_SM90_192_BF16
+FA_COMPILED(fwd, 192, bf16)
+#endif
+#ifdef FLASHATTN_SM90_192_FP16
+FA_COMPILED(fwd, 192, fp16)
+#endif
 #ifdef FLASHATTN_SM90_BWD_64_BF16
 FA_COMPILED(bwd, 64, bf16)
 #endif
@@ -74,12 +86,13 @@ FA_COMPILED(bwd_mods, 256, fp16)
 #endif
 #undef FA_COMPILED
 
-constexpr int kHeadDims[] = {64, 128, 256};
+constexpr int kHeadDims[] = {64, 96, 128, 192, 256};
+constexpr int kNumHeadDims = int(sizeof(kHeadDims) / sizeof(kHeadDims[0]));
 
 // Calls f(integral_constant<D>) for the compiled head dim D == d; false if none.
 template <Kind K, typename T, int I = 0, typename F>
 bool with_dim(int d, const F& f) {
-  if constexpr (I == 3) {
+  if constexpr (I == kNumHeadDims) {
     return false;
   } else {
     constexpr int D = kHeadDims[I];

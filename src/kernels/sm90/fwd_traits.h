@@ -61,9 +61,15 @@ struct TileConfig {
   // caller's max_seqlen_k) that take it without a mask and under a causal one.
   int min_keys = 0, min_keys_causal = 0;
 };
+// hd96 and hd192 (session 14, not swept): hd96 takes hd128's entry (with P in
+// registers, three groups of 160 would not hold 64 x 128 scores, 64 x 96 of O
+// and P); hd192 128 x 112 with hd256's switches: Q 48 KiB and two K/V stages
+// 168 KiB fill shared memory (O staged in Q), and O's 96 registers with 56 of
+// scores fit the 240.
 constexpr TileConfig tile_config(int head_dim) {
   return head_dim <= 64    ? TileConfig{192, 128, 2, false, true, true}
          : head_dim <= 128 ? TileConfig{128, 128, 2, false, false, false}
+         : head_dim <= 192 ? TileConfig{128, 112, 2, true, true, false}
                            : TileConfig{128, 64, 2, true, true, false};
 }
 
@@ -177,18 +183,22 @@ struct FwdTraits {
   static_assert(size<1>(typename TiledMmaS::AtomShape_MNK{}) == kBlockN,
                 "S = Q K^T would take several wgmmas per k slice: enable CuTe's extended wgmma shapes");
 
-  // 128-byte swizzled rows (64 elements), the layout TMA writes and wgmma reads.
-  using SmemAtom = GMMA::Layout_K_SW128_Atom<Element>;
+  // 128-byte swizzled rows (64 elements), the layout TMA writes and wgmma reads;
+  // 64-byte ones (32 elements) where the head dim is not a multiple of 64 (96).
+  static constexpr int kAtomCols = kHeadDim % 64 == 0 ? 64 : 32;
+  static_assert(kHeadDim % kAtomCols == 0, "head dim: a multiple of 32");
+  using SmemAtom = std::conditional_t<kAtomCols == 64, GMMA::Layout_K_SW128_Atom<Element>,
+                                      GMMA::Layout_K_SW64_Atom<Element>>;
   // Q, and O when staged: consumer group g alone reads (and writes) rows
   // [64 g, 64 g + 64); those rows are the unit of the epilogue's TMA store.
   using SmemLayoutQ = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
   // Rows [64 g, 64 g + 64) of a Q-shaped tile: the first 64 rows' layout at an
-  // offset of g * 64 * 64 elements (the row atoms are stacked first, and the
-  // offset is a whole number of swizzle periods). Each 64 x 64 column strip is
-  // contiguous, so a TMA box covers one.
+  // offset of g * 64 * kAtomCols elements (the row atoms are stacked first, and
+  // the offset is a whole number of swizzle periods). Each 64 x kAtomCols column
+  // strip is contiguous, so a TMA box covers one.
   using SmemLayoutGroup = decltype(composition(
       SmemLayoutQ{}, make_layout(Shape<Int<kGroupRows>, Int<kHeadDim>>{}, make_stride(_1{}, Int<kBlockM>{}))));
-  static constexpr int kGroupOffset = kGroupRows * 64;  // elements between groups' rows
+  static constexpr int kGroupOffset = kGroupRows * kAtomCols;  // elements between groups' rows
   using SmemLayoutKV = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockN>, Int<kHeadDim>, Int<kStages>>{}));
   // V seen as (head dim, keys, stage): the B operand of P V, head dim contiguous.
   using SmemLayoutVt = decltype(composition(

@@ -32,7 +32,7 @@ template <int kHeadDim, typename Element>
 cudaError_t run_fwd(const FwdKernelParams& p, cudaStream_t stream);
 
 // True when this build has a Hopper forward kernel for p (dispatch.cpp): exact
-// head dims 64/128/256 with Dqk == Dv, fp16/bf16, fixed-length or packed batches,
+// head dims 64/96/128/192/256 with Dqk == Dv, fp16/bf16, fixed-length or packed batches,
 // softcap and ALiBi, no dropout. Everything else runs on the sm80 kernel.
 bool supports_forward(const FwdParams& p);
 cudaError_t forward(const FwdKernelParams& p, cudaStream_t stream);
