@@ -170,8 +170,9 @@ INSTANTIATE_TEST_SUITE_P(Hopper, CudaForward, ::testing::ValuesIn(on_cuda(hopper
 
 // The Hopper forward's other head dims, 96 (64-byte swizzled rows, 128 x 128
 // tiles) and 192 (128 x 112 tiles, O staged in Q): lengths around the tiles,
-// masks that cut them, grouped heads, packed sequences, score modifiers. Their
-// backward runs on the sm80 kernels.
+// masks that cut them, grouped heads, packed sequences, score modifiers. The
+// backward takes them too: hd192 on the Hopper kernel (by product, 64 keys per
+// block, 64-byte swizzled rows), hd96 on the sm80 kernels.
 std::vector<Case> hopper_other_dim_cases() {
   std::vector<Case> cases;
   for (int64_t d : {96, 192}) {
@@ -191,22 +192,28 @@ std::vector<Case> hopper_other_dim_cases() {
 }
 INSTANTIATE_TEST_SUITE_P(HopperOtherDims, CudaForward, ::testing::ValuesIn(on_cuda(hopper_other_dim_cases())),
                          CaseParamName());
+INSTANTIATE_TEST_SUITE_P(HopperOtherDims, CudaBackward, ::testing::ValuesIn(on_cuda(hopper_other_dim_cases())),
+                         CaseParamName());
 // The Hopper backward takes all three head dims of these (hd256 with 64 keys per
 // block and the consumer groups split by product), softcap and ALiBi included.
 INSTANTIATE_TEST_SUITE_P(Hopper, CudaBackward, ::testing::ValuesIn(on_cuda(hopper_cases())), CaseParamName());
 
-// The Hopper backward at hd256 (64 keys per block, group 0 S^T/P^T/dV, group 1
-// dP^T/dS^T/dK, dQ staged in the step's Q/dO stage): grouped-query heads with
-// many steps per block (the two-stage ring wraps, the stage hand-back runs),
-// lengths that are not multiples of the 64-key or 64-row tiles, masks that cut
-// tiles, packed sequences with grouped heads. Small: the float64 oracle is slow.
+// The Hopper backward at hd192 / hd256 (64 keys per block, group 0 S^T/P^T/dV,
+// group 1 dP^T/dS^T/dK, dQ staged in the step's Q/dO stage): grouped-query heads
+// with many steps per block (the two-stage ring wraps, the stage hand-back
+// runs), lengths that are not multiples of the 64-key or 64-row tiles, masks
+// that cut tiles, packed sequences with grouped heads. Small: the float64 oracle
+// is slow.
 std::vector<Case> hopper_hd256_backward_cases() {
   std::vector<Case> cases;
-  cases.push_back(Case("hdim256_gqa").batch(2).seq(250, 270).heads(6, 2).dims(256, 256));
-  cases.push_back(Case("hdim256_gqa_causal").seq(301, 229).heads(4, 2).dims(256, 256).causal_mask());
-  cases.push_back(Case("hdim256_gqa_window").seq(230, 300).heads(4, 2).dims(256, 256).win(70, 9));
-  cases.push_back(Case("hdim256_packed_gqa_causal").packed({1, 65, 200}, {64, 130, 190}).heads(4, 2)
-                      .dims(256, 256).causal_mask());
+  for (int64_t d : {192, 256}) {
+    const std::string n = "hdim" + std::to_string(d) + "_";
+    cases.push_back(Case(n + "gqa").batch(2).seq(250, 270).heads(6, 2).dims(d, d));
+    cases.push_back(Case(n + "gqa_causal").seq(301, 229).heads(4, 2).dims(d, d).causal_mask());
+    cases.push_back(Case(n + "gqa_window").seq(230, 300).heads(4, 2).dims(d, d).win(70, 9));
+    cases.push_back(Case(n + "packed_gqa_causal").packed({1, 65, 200}, {64, 130, 190}).heads(4, 2)
+                        .dims(d, d).causal_mask());
+  }
   return in_dtypes(cases, {DType::f16, DType::bf16});
 }
 INSTANTIATE_TEST_SUITE_P(Hopper256, CudaBackward, ::testing::ValuesIn(on_cuda(hopper_hd256_backward_cases())),
@@ -219,7 +226,7 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, CudaBackward, ::testing::ValuesIn(on_cuda(hea
 // under causal-like masks in decreasing key-block order).
 std::vector<Case> deterministic_cases() {
   std::vector<Case> cases;
-  for (int64_t d : {64, 128, 256}) {
+  for (int64_t d : {64, 128, 192, 256}) {
     const std::string n = "det_hdim" + std::to_string(d) + "_";
     cases.push_back(Case(n + "gqa_long_keys").seq(300, 1300).heads(4, 2).dims(d, d));
     cases.push_back(Case(n + "causal").batch(2).seq(700, 700).heads(2, 1).dims(d, d).causal_mask());
@@ -555,6 +562,13 @@ TEST(CudaDispatch, HopperBackwardTakesOnlyWhatItImplements) {
 #else
   EXPECT_FALSE(fa::sm90::supports_backward(mods64));
 #endif
+  fa::BwdParams hd192 = p;
+  hd192.head_dim_qk = hd192.head_dim_v = 192;
+#if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_SM90_BWD_192_BF16)
+  EXPECT_TRUE(fa::sm90::supports_backward(hd192));
+#else
+  EXPECT_FALSE(fa::sm90::supports_backward(hd192));
+#endif
   fa::BwdParams hd256 = p;
   hd256.head_dim_qk = hd256.head_dim_v = 256;
 #if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_SM90_BWD_256_BF16)
@@ -562,7 +576,7 @@ TEST(CudaDispatch, HopperBackwardTakesOnlyWhatItImplements) {
 #else
   EXPECT_FALSE(fa::sm90::supports_backward(hd256));
 #endif
-  fa::BwdParams hd96 = p;  // no Hopper backward at other head dims
+  fa::BwdParams hd96 = p;  // no Hopper backward at other head dims (hd96: the sm80 kernels)
   hd96.head_dim_qk = hd96.head_dim_v = 96;
   EXPECT_FALSE(fa::sm90::supports_backward(hd96));
   fa::BwdParams dv_ne_dqk = p;

@@ -91,8 +91,8 @@ struct BwdTraits {
   static constexpr bool kByProduct = kBlockN == 64;
   static_assert(kBlockM == 64 || kBlockM == 128, "query rows per step: one or two 64-row dQ atoms");
   static_assert(kBlockM == 64 || kHeadDim <= 64, "128 query rows per step fit the registers at hd64 only");
-  static_assert(kBlockN == 128 || (kByProduct && kBlockM == 64 && kHeadDim == 256),
-                "64 keys per block: the by-product split, written for hd256 and 64 rows");
+  static_assert(kBlockN == 128 || (kByProduct && kBlockM == 64 && (kHeadDim == 192 || kHeadDim == 256)),
+                "64 keys per block: the by-product split, written for hd192 / hd256 and 64 rows");
   static constexpr int kStages = 2;     // Q / dO ring depth
   static constexpr int kConsumerGroups = 2;
   static constexpr int kConsumerThreads = kConsumerGroups * 128;
@@ -158,7 +158,12 @@ struct BwdTraits {
                            GMMA::Major::MN, GMMA::Major::MN>(),
       Layout<Shape<Int<kDqSplitM ? 2 : 1>, Int<kDqSplitN && !kByProduct ? 2 : 1>, _1>>{}));
 
-  using SmemAtom = GMMA::Layout_K_SW128_Atom<Element>;
+  // 128-byte swizzled rows (64 elements); 64-byte ones (32) where a group's dQ
+  // columns are not whole 64-element atoms (hd192 by product: 96 each), so that
+  // group 1's slice of K, the B operand of its dQ, starts on an atom.
+  using SmemAtom = std::conditional_t<kDqCols % 64 == 0, GMMA::Layout_K_SW128_Atom<Element>,
+                                      GMMA::Layout_K_SW64_Atom<Element>>;
+  static_assert(kDqCols % 32 == 0, "a group's dQ columns: whole 32-element atoms");
   using SmemLayoutQ = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>, Int<kStages>>{}));
   using SmemLayoutKV = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));
   // Q and dO seen as (head dim, rows, stage); K as (head dim, keys).
