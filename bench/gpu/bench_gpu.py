@@ -117,24 +117,6 @@ class Flashattn:
 WARMUP_S = 0.0
 
 
-def time_ms(fn, warmup, repeats):
-    for _ in range(warmup):
-        fn()
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < WARMUP_S:
-        fn()
-        torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
 def time_interleaved(fns, warmup, repeats, rounds):
     """Medians in ms of each of fns (name -> callable), timed in turns."""
     for fn in fns.values():
@@ -158,6 +140,11 @@ def time_interleaved(fns, warmup, repeats, rounds):
                 end.synchronize()
                 times[name].append(start.elapsed_time(end))
     return {name: statistics.median(t) for name, t in times.items()}
+
+
+def time_ms(fn, warmup, repeats):
+    """Median in ms of fn's calls, after warm-up (WARMUP_S of back-to-back calls too)."""
+    return time_interleaved({"fn": fn}, warmup, repeats, 1)["fn"]
 
 
 def forced_sm80(fn):
