@@ -586,8 +586,6 @@ TEST(CudaDispatch, HopperBackwardTakesOnlyWhatItImplements) {
   fa::BwdParams causal = p;
   causal.window_right = 0;
   EXPECT_TRUE(fa::sm90::supports_backward(causal));
-#endif
-#if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_SM90_BWD_128_BF16)
   fa::BwdParams window = p;
   window.window_left = 64, window.window_right = 0;
   EXPECT_TRUE(fa::sm90::supports_backward(window));
