@@ -171,8 +171,9 @@ INSTANTIATE_TEST_SUITE_P(Hopper, CudaForward, ::testing::ValuesIn(on_cuda(hopper
 // The Hopper forward's other head dims, 96 (64-byte swizzled rows, 128 x 128
 // tiles) and 192 (128 x 112 tiles, O staged in Q): lengths around the tiles,
 // masks that cut them, grouped heads, packed sequences, score modifiers. The
-// backward takes them too: hd192 on the Hopper kernel (by product, 64 keys per
-// block, 64-byte swizzled rows), hd96 on the sm80 kernels.
+// Hopper backward takes them too: hd192 by product (64 keys per block, 64-byte
+// swizzled rows), hd96 by keys (128 keys, dQ's columns 48 / 48 between the
+// groups, 32-byte swizzled rows, a 64-byte swizzled fp32 staging).
 std::vector<Case> hopper_other_dim_cases() {
   std::vector<Case> cases;
   for (int64_t d : {96, 192}) {
@@ -226,7 +227,7 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, CudaBackward, ::testing::ValuesIn(on_cuda(hea
 // under causal-like masks in decreasing key-block order).
 std::vector<Case> deterministic_cases() {
   std::vector<Case> cases;
-  for (int64_t d : {64, 128, 192, 256}) {
+  for (int64_t d : {64, 96, 128, 192, 256}) {
     const std::string n = "det_hdim" + std::to_string(d) + "_";
     cases.push_back(Case(n + "gqa_long_keys").seq(300, 1300).heads(4, 2).dims(d, d));
     cases.push_back(Case(n + "causal").batch(2).seq(700, 700).heads(2, 1).dims(d, d).causal_mask());
@@ -576,9 +577,16 @@ TEST(CudaDispatch, HopperBackwardTakesOnlyWhatItImplements) {
 #else
   EXPECT_FALSE(fa::sm90::supports_backward(hd256));
 #endif
-  fa::BwdParams hd96 = p;  // no Hopper backward at other head dims (hd96: the sm80 kernels)
+  fa::BwdParams hd96 = p;
   hd96.head_dim_qk = hd96.head_dim_v = 96;
+#if defined(FLASHATTN_WITH_SM90) && defined(FLASHATTN_SM90_BWD_96_BF16)
+  EXPECT_TRUE(fa::sm90::supports_backward(hd96));
+#else
   EXPECT_FALSE(fa::sm90::supports_backward(hd96));
+#endif
+  fa::BwdParams hd80 = p;  // no Hopper backward at other head dims
+  hd80.head_dim_qk = hd80.head_dim_v = 80;
+  EXPECT_FALSE(fa::sm90::supports_backward(hd80));
   fa::BwdParams dv_ne_dqk = p;
   dv_ne_dqk.head_dim_qk = 256;
   EXPECT_FALSE(fa::sm90::supports_backward(dv_ne_dqk));

@@ -33,16 +33,17 @@ using detail::BwdKernelParams;
 // Byte offset of element e of a thread's partition of a 128-byte-swizzled tile,
 // from the same partition of the tile's unswizzled layout over a counting
 // iterator (element offsets): the Swizzle<3,4,3> of the GMMA atoms on byte
-// addresses, valid because the tiles start 1024-byte aligned. Stores through
+// addresses (kBits = 2: the 64-byte swizzle, Swizzle<2,4,3>), valid because the
+// tiles start 1024-byte aligned. Stores through
 // smem_raw + offset stay in the shared window (STS, 32-bit addresses) where a
 // swizzled pointer's address goes through 64-bit generic arithmetic (ST.E).
 // base is off(0), passed through an empty asm inside the loop so that the
 // offsets are formed at each store (base + a constant, the swizzle) instead of
 // being hoisted out of the loop, 64 registers' worth.
-template <typename T, typename Offsets>
+template <typename T, int kBits = 3, typename Offsets>
 CUTE_HOST_DEVICE uint32_t swizzled_byte_offset(const Offsets& off, uint32_t base, int e) {
   const uint32_t b = (base + uint32_t(off(e) - off(0))) * uint32_t(sizeof(T));
-  return b ^ ((b >> 3) & 0x70u);
+  return b ^ ((b >> 3) & (((1u << kBits) - 1u) << 4));
 }
 __device__ __forceinline__ uint32_t opaque(uint32_t x) {
   asm volatile("" : "+r"(x));
@@ -509,7 +510,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       const uint32_t dq_base = opaque(uint32_t(tdQoff(0)));
       CUTE_UNROLL
       for (int e = 0; e < size(acc_dq); e += 2)
-        *reinterpret_cast<float2*>(stage_bytes + swizzled_byte_offset<float>(tdQoff, dq_base, e)) =
+        *reinterpret_cast<float2*>(stage_bytes + swizzled_byte_offset<float, Traits::kDqSwizzleBits>(tdQoff, dq_base, e)) =
             make_float2(acc_dq(e), acc_dq(e + 1));
       cutlass::arch::fence_view_async_shared();
       group_sync();
@@ -633,7 +634,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       const uint32_t dq_base = opaque(uint32_t(tdQoff(0)) + uint32_t(buf * kDqBufElems));
       CUTE_UNROLL
       for (int e = 0; e < size(acc_dq); e += 2)
-        *reinterpret_cast<float2*>(sdQ_bytes + swizzled_byte_offset<float>(tdQoff, dq_base, e)) =
+        *reinterpret_cast<float2*>(sdQ_bytes + swizzled_byte_offset<float, Traits::kDqSwizzleBits>(tdQoff, dq_base, e)) =
             make_float2(acc_dq(e), acc_dq(e + 1));
     };
     // The leader's reduce-add of step st's staging (buffer st & 1, its group's tile).

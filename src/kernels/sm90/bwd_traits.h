@@ -118,9 +118,10 @@ struct BwdTraits {
   // over its own 64 keys, it was two: the hd64 backward ran with its L2 66% busy,
   // ncu session 6). By product: by columns, one dS buffer (the groups' barriers
   // order its reuse).
-  static constexpr bool kDqSplitN = kHeadDim >= 128;
+  // hd96 splits its 96 columns 48 / 48 (32-byte swizzled rows below).
+  static constexpr bool kDqSplitN = kHeadDim >= 96;
   static constexpr bool kDqSplitM = !kDqSplitN && kBlockM == 128;
-  static_assert(kDqSplitN || kDqSplitM, "dQ split by columns or rows: 64 query rows per step need hd >= 128");
+  static_assert(kDqSplitN || kDqSplitM, "dQ split by columns or rows: 64 query rows per step need hd >= 96");
   static constexpr int kDqCols = kDqSplitN ? kHeadDim / 2 : kHeadDim;  // dQ columns per group
   static constexpr int kDqRows = kDqSplitM ? kBlockM / 2 : kBlockM;    // dQ rows per group
   static constexpr int kDsStages = kByProduct ? 1 : 2;
@@ -158,12 +159,20 @@ struct BwdTraits {
                            GMMA::Major::MN, GMMA::Major::MN>(),
       Layout<Shape<Int<kDqSplitM ? 2 : 1>, Int<kDqSplitN && !kByProduct ? 2 : 1>, _1>>{}));
 
-  // 128-byte swizzled rows (64 elements); 64-byte ones (32) where a group's dQ
-  // columns are not whole 64-element atoms (hd192 by product: 96 each), so that
-  // group 1's slice of K, the B operand of its dQ, starts on an atom.
-  using SmemAtom = std::conditional_t<kDqCols % 64 == 0, GMMA::Layout_K_SW128_Atom<Element>,
-                                      GMMA::Layout_K_SW64_Atom<Element>>;
-  static_assert(kDqCols % 32 == 0, "a group's dQ columns: whole 32-element atoms");
+  // 128-byte swizzled rows (64 elements); 64-byte (32) or 32-byte (16) ones
+  // where a group's dQ columns are not whole 64-element atoms (hd192 by
+  // product: 96 each; hd96: 48), so that group 1's slice of K, the B operand of
+  // its dQ, starts on an atom.
+  using SmemAtom = std::conditional_t<
+      kDqCols % 64 == 0, GMMA::Layout_K_SW128_Atom<Element>,
+      std::conditional_t<kDqCols % 32 == 0, GMMA::Layout_K_SW64_Atom<Element>, GMMA::Layout_K_SW32_Atom<Element>>>;
+  static_assert(kDqCols % 16 == 0, "a group's dQ columns: whole 16-element atoms");
+  // The fp32 dQ staging's rows: 128-byte swizzled (32 floats), or 64-byte (16)
+  // where a group's columns are not whole 32-float atoms (hd96). kDqSwizzleBits:
+  // the byte swizzle's width (Swizzle<3,4,3> or <2,4,3>) for the staging stores.
+  static constexpr bool kDqSw128 = kDqCols % 32 == 0;
+  static constexpr int kDqSwizzleBits = kDqSw128 ? 3 : 2;
+  using DqAtom = std::conditional_t<kDqSw128, GMMA::Layout_K_SW128_Atom<float>, GMMA::Layout_K_SW64_Atom<float>>;
   using SmemLayoutQ = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>, Int<kStages>>{}));
   using SmemLayoutKV = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));
   // Q and dO seen as (head dim, rows, stage); K as (head dim, keys).
@@ -179,7 +188,7 @@ struct BwdTraits {
   using SmemLayoutdSt = decltype(composition(
       SmemLayoutdS{}, make_ordered_layout(Shape<Int<kBlockN>, Int<kBlockM>, Int<kDsStages>>{}, Step<_2, _1, _3>{})));
   // fp32 dQ staging for the TMA reduce-add: one (kDqRows, kDqCols) tile per group.
-  using SmemLayoutdQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<float>{},
+  using SmemLayoutdQ = decltype(tile_to_shape(DqAtom{},
                                               Shape<Int<kDqRows>, Int<kDqCols>>{}));
   // The staging as the dQ product's C operand sees it: split by columns, both
   // groups' tiles side by side, (kBlockM, D) (group g's columns are tile g, as
@@ -189,8 +198,7 @@ struct BwdTraits {
   // Split by rows: the two groups' tiles stacked along rows (tile g at g * cosize).
   using SmemLayoutdQMma = std::conditional_t<
       kDqSplitM, decltype(tile_to_shape(SmemLayoutdQ{}, Shape<Int<kBlockM>, Int<kDqCols>>{})),
-      decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<float>{},
-                             Shape<Int<kBlockM>, Int<kDqSplitN && !kByProduct ? kHeadDim : kDqCols>>{}))>;
+      decltype(tile_to_shape(DqAtom{}, Shape<Int<kBlockM>, Int<kDqSplitN && !kByProduct ? kHeadDim : kDqCols>>{}))>;
 
   // Global tensors as TMA sees them: (rows, head dim, heads, batch).
   using GmemShape = Shape<int32_t, int32_t, int32_t, int32_t>;

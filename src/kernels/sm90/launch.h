@@ -41,7 +41,7 @@ cudaError_t forward(const FwdKernelParams& p, cudaStream_t stream);
 template <int kHeadDim, typename Element>
 cudaError_t run_bwd(const BwdKernelParams& p, cudaStream_t stream);
 
-// True when this build has a Hopper backward kernel for p: head dims 64/128/192/256
+// True when this build has a Hopper backward kernel for p: head dims 64/96/128/192/256
 // with Dqk == Dv, fp16/bf16, fixed-length or packed batches, causal and window
 // masks, GQA/MQA, softcap and ALiBi, the deterministic mode (ordered dQ
 // reduce-adds), no dropout.
