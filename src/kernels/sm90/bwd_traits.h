@@ -158,6 +158,14 @@ struct BwdTraits {
                            Shape<Int<kDqRows>, Int<kDqCols>, Int<kBlockN>>,
                            GMMA::Major::MN, GMMA::Major::MN>(),
       Layout<Shape<Int<kDqSplitM ? 2 : 1>, Int<kDqSplitN && !kByProduct ? 2 : 1>, _1>>{}));
+  // One wgmma covers a group's dQ columns: otherwise CuTe's op selector falls
+  // back to the widest listed divisor (N = 16 for hd96's 48 without its extended
+  // wgmma shapes, CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED, which src/CMakeLists.txt
+  // sets for the hd96 files), the tiled product then interleaves 16-column
+  // slices between the groups, and each group's staging tile would hold the
+  // other group's columns (kernel_notes, sm90 backward v21 attempt).
+  static_assert(size<1>(typename TiledMmadQ::AtomShape_MNK{}) == kDqCols,
+                "dQ: one wgmma per group and k slice; enable CuTe's extended wgmma shapes for this head dim");
 
   // 128-byte swizzled rows (64 elements); 64-byte (32) or 32-byte (16) ones
   // where a group's dQ columns are not whole 64-element atoms (hd192 by
