@@ -6,6 +6,8 @@
 #       (nvidia-smi every 100 ms) over 2 s of back-to-back calls, each side twice
 #   ncu --profile-from-start off ... python3 bench/gpu/kernel_timeline.py SHIM ncu D:N:CAUSAL,...
 #       one call of each side between cudaProfilerStart / Stop
+# PEER=flash compares with PyTorch's FlashAttention-2 instead of cuDNN (with
+# FLASHATTN_FORCE_SM80=1: the portable kernels beside their namesake).
 # A trailing :1 times the forward alone.
 import os, sys, collections
 sys.path.insert(0, "bench/gpu")
@@ -25,9 +27,10 @@ def ours(t, c, bwd=True):
     q, k, v, do, out, lse, dq, dk, dv = t[:9]
     fa.forward(q, k, v, out, lse, causal=bool(c))
     if bwd: fa.backward(do, q, k, v, out, lse, dq, dk, dv, causal=bool(c))
+PEER = os.environ.get("PEER", "cudnn")
 def cudnn(t, c, bwd=True):
     do, qg, kg, vg = t[3], t[9], t[10], t[11]
-    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION if PEER == "flash" else SDPBackend.CUDNN_ATTENTION]):
         o = F.scaled_dot_product_attention(qg, kg, vg, is_causal=bool(c))
     if bwd: torch.autograd.grad(o, (qg, kg, vg), do)
 for pr in (probs if mode != "power" else []):
@@ -39,7 +42,7 @@ for pr in (probs if mode != "power" else []):
     if mode == "ncu":
         torch.cuda.profiler.start(); ours(t, c, bwd); cudnn(t, c, bwd); torch.cuda.synchronize(); torch.cuda.profiler.stop()
         continue
-    for name, f in (("ours", ours), ("cudnn", cudnn)):
+    for name, f in (("ours", ours), (PEER, cudnn)):
         # warm into the power-capped state, then profile 10 calls
         import time
         t0 = time.time()
@@ -60,7 +63,7 @@ if mode == "power":
     for pr in probs:
         d, n, c = pr[:3]; bwd = len(pr) < 4
         t = setup(d, n, c)
-        for name, f in (("ours", ours), ("cudnn", cudnn), ("ours", ours), ("cudnn", cudnn)):
+        for name, f in (("ours", ours), (PEER, cudnn), ("ours", ours), (PEER, cudnn)):
             f(t, c, bwd); torch.cuda.synchronize()
             smi = subprocess.Popen(["nvidia-smi", "--query-gpu=power.draw,clocks.sm,clocks_event_reasons.active",
                                     "--format=csv,noheader,nounits", "-lms", "100"], stdout=subprocess.PIPE, text=True)

@@ -31,22 +31,43 @@ using detail::row_dot_kernel;
 using detail::row_slot;
 using detail::score_grad;
 
-// Adds a (kBlockM x kDqChunk) block of dQ partial sums into the fp32 accumulator:
-// pairs of adjacent columns at once (one 8-byte atomic on sm90).
-template <typename Acc, typename Coord>
-__device__ __forceinline__ void atomic_add_dq(const Acc& acc, const Coord& coord, float* rows,
-                                              int row_stride, int valid_rows, int col0, int valid_cols) {
-  CUTE_UNROLL
-  for (int e = 0; e < size(acc); e += 2) {
-    const int r = get<0>(coord(e)), c = col0 + get<1>(coord(e));
-    if (r < valid_rows && c < valid_cols) {
-      float* dst = rows + int64_t(r) * row_stride + c;
+// Adds a pair of adjacent dQ partial sums into the fp32 accumulator (one 8-byte
+// atomic on sm90).
+__device__ __forceinline__ void atomic_add_pair(float* dst, float a, float b) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-      atomicAdd(reinterpret_cast<float2*>(dst), make_float2(acc(e), acc(e + 1)));
+  atomicAdd(reinterpret_cast<float2*>(dst), make_float2(a, b));
 #else
-      atomicAdd(dst, acc(e));
-      atomicAdd(dst + 1, acc(e + 1));
+  atomicAdd(dst, a);
+  atomicAdd(dst + 1, b);
 #endif
+}
+
+// Adds a (kBlockM x kDqChunk) block of dQ partial sums into the fp32 accumulator,
+// whose rows are row_stride (head_dim_qk) apart.
+//  - kWhole: every row and column of the block is in the problem (a query tile
+//    inside the sequence, and head_dim_qk == kRowStride, the kernel's head dim).
+//    Then every address is the thread's base plus a compile-time offset, so each
+//    atomic is one instruction; the checked form below costs ~15 per pair (two
+//    compares, a branch, a 64-bit address), the larger part of the dK/dV step's
+//    excess instructions over FlashAttention-2's (ncu,
+//    bench/results/2026-12-01_h200_ncu_s15_sm80_bwd_vs_fa2.txt).
+//  - otherwise rows past valid_rows and columns past valid_cols are skipped.
+template <bool kWhole, int kRowStride, typename Acc, typename Coord>
+__device__ __forceinline__ void atomic_add_dq(const Acc& acc, const Coord& coord, float* rows, int row_stride,
+                                              int valid_rows, int col0, int valid_cols) {
+  if constexpr (kWhole) {
+    float* const base = rows + get<0>(coord(0)) * kRowStride + col0 + get<1>(coord(0));
+    CUTE_UNROLL
+    for (int e = 0; e < size(acc); e += 2) {
+      // (row, column) minus the thread's first: compile-time once unrolled.
+      const int off = (get<0>(coord(e)) - get<0>(coord(0))) * kRowStride + get<1>(coord(e)) - get<1>(coord(0));
+      atomic_add_pair(base + off, acc(e), acc(e + 1));
+    }
+  } else {
+    CUTE_UNROLL
+    for (int e = 0; e < size(acc); e += 2) {
+      const int r = get<0>(coord(e)), c = col0 + get<1>(coord(e));
+      if (r < valid_rows && c < valid_cols) atomic_add_pair(rows + int64_t(r) * row_stride + c, acc(e), acc(e + 1));
     }
   }
 }
@@ -267,6 +288,7 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
     if (p.dq_accum != nullptr) {
       // dQ(m0 rows) += dS K, kDqChunk columns at a time, added into fp32 with atomics.
       float* dq_rows = p.dq_accum + row_slot(p, sl, b, h, m0) * p.head_dim_qk;
+      const bool whole = m0 + kBlockM <= seqlen_q && p.head_dim_qk == kHeadDim;
       for_each(make_int_sequence<kHeadDim / kDqChunk>{}, [&](auto chunk) {
         using ChunkTile = Shape<Int<kDqChunk>, Int<kBlockN>>;
         Tensor tdQrKt = thr_dq.partition_fragment_B(local_tile(sKtNoSwizzle, ChunkTile{}, make_coord(chunk, _0{})));
@@ -274,8 +296,9 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
         Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kDqChunk>>{});
         clear(acc_dq);
         gemm_ss(acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, mma_dq, copy_at_dq, copy_bt_dq, thr_at_dq, thr_bt_dq);
-        atomic_add_dq(acc_dq, tdQcdQ, dq_rows, int(p.head_dim_qk), seqlen_q - m0,
-                      decltype(chunk)::value * kDqChunk, int(p.head_dim_qk));
+        constexpr int col0 = decltype(chunk)::value * kDqChunk;
+        if (whole) atomic_add_dq<true, kHeadDim>(acc_dq, tdQcdQ, dq_rows, kHeadDim, kBlockM, col0, kHeadDim);
+        else atomic_add_dq<false, kHeadDim>(acc_dq, tdQcdQ, dq_rows, int(p.head_dim_qk), seqlen_q - m0, col0, int(p.head_dim_qk));
       });
     }
     __syncthreads();  // this stage and P^T / dS^T are rewritten next
