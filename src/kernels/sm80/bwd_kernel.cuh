@@ -79,6 +79,7 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
   constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kHeadDim = Traits::kHeadDim;
   constexpr int kThreads = Traits::kThreadsKV, kStages = Traits::kStagesQ;
   constexpr int kDqChunk = Traits::kDqChunk;
+  constexpr bool kLateLoad = Traits::kLateLoad;
   constexpr int kQSize = kBlockM * kHeadDim;  // elements of one Q (or dO) stage
   using TileKV = Shape<Int<kBlockN>, Int<kHeadDim>>;
   using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
@@ -224,7 +225,7 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
   for (int step = 0; step < n_steps; ++step) {
     const int stage = kStages == 2 ? step & 1 : 0;
     const int h = step_head(step), m0 = step_row0(step);
-    if (kStages == 2 && step + 1 < n_steps) {
+    if (!kLateLoad && kStages == 2 && step + 1 < n_steps) {
       load_step(step + 1, stage ^ 1);  // lands while this step computes
       cute::cp_async_wait<1>();
     } else {
@@ -239,6 +240,10 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
     clear(acc_dp);
     gemm_ss(acc_s, tSrK, tSrQ, tSsK, stage_at(tSsQ, q_stage), mma_sdp, copy_a_sdp, copy_b_sdp, thr_a_sdp, thr_b_sdp);
     gemm_ss(acc_dp, tdPrV, tdPrdO, tdPsV, stage_at(tdPsdO, q_stage), mma_sdp, copy_a_sdp, copy_b_sdp, thr_a_sdp, thr_b_sdp);
+    // kLateLoad: the next step's stage issued here instead, its address math
+    // beside the products. The other stage was last read by the previous step,
+    // which ended at a barrier.
+    if (kLateLoad && step + 1 < n_steps) load_step(step + 1, stage ^ 1);
 
     const float slope = (kMods && p.alibi_slopes) ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.f;
     const bool need_mask = !mask.tile_full(m0, min(m0 + kBlockM, seqlen_q), c0, c0 + kBlockN);
@@ -283,8 +288,11 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
     cute::copy(copy_c, thr_c.retile_S(convert_fragment<Element>(acc_dp)), tdSsdS);
     __syncthreads();
     gemm_ss(acc_dv, tdVrP, tdVrdOt, tdVsP, stage_at(tdVsdOt, q_stage), mma_dkv, copy_a_dkv, copy_bt_dkv, thr_a_dkv, thr_bt_dkv);
-    gemm_ss(acc_dk, tdKrdS, tdKrQt, tdKsdS, stage_at(tdKsQt, q_stage), mma_dkv, copy_a_dkv, copy_bt_dkv, thr_a_dkv, thr_bt_dkv);
-
+    auto dk_product = [&]() {
+      gemm_ss(acc_dk, tdKrdS, tdKrQt, tdKsdS, stage_at(tdKsQt, q_stage), mma_dkv, copy_a_dkv, copy_bt_dkv, thr_a_dkv, thr_bt_dkv);
+    };
+    // kLateLoad: dQ and its atomics before dK, so that the atomics leave under dK.
+    if constexpr (!kLateLoad) dk_product();
     if (p.dq_accum != nullptr) {
       // dQ(m0 rows) += dS K, kDqChunk columns at a time, added into fp32 with atomics.
       float* dq_rows = p.dq_accum + row_slot(p, sl, b, h, m0) * p.head_dim_qk;
@@ -301,6 +309,7 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
         else atomic_add_dq<false, kHeadDim>(acc_dq, tdQcdQ, dq_rows, int(p.head_dim_qk), seqlen_q - m0, col0, int(p.head_dim_qk));
       });
     }
+    if constexpr (kLateLoad) dk_product();
     __syncthreads();  // this stage and P^T / dS^T are rewritten next
     if (kStages == 1 && step + 1 < n_steps) load_step(step + 1, 0);
   }

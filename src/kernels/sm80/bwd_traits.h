@@ -102,6 +102,12 @@ struct BwdTraits {
       Layout<Shape<_1, Int<kGmemElemsPerLoad>>>{}));
 
   static constexpr int kStagesQ = kConfig.stages_q;  // Q/dO stages of the dK/dV kernel
+  // The dK/dV step's order. With 128-row steps (hd64) the next stage's loads are
+  // issued after the S^T / dP^T products, and dQ with its atomics runs before dK:
+  // +2-4% there; at 64 rows (hd128, hd256) that measured -2 to +0.5%
+  // (bench/results/2026-12-01_h200_ab_s15_sm80_bwd_order.txt), so those issue
+  // the next stage at the step's start and run dK first.
+  static constexpr bool kLateLoad = kBlockM == 128 && kStagesQ == 2;
   // dK/dV kernel: K, V, the Q and dO stages, P^T and dS^T, the stages' LSE and d.
   static constexpr int kSmemKV = (2 * kBlockN + 2 * kStagesQ * kBlockM) * kHeadDim * int(sizeof(Element)) +
                                  2 * kBlockN * kBlockM * int(sizeof(Element)) + 2 * kStagesQ * kBlockM * 4;
