@@ -288,11 +288,11 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
     cute::copy(copy_c, thr_c.retile_S(convert_fragment<Element>(acc_dp)), tdSsdS);
     __syncthreads();
     gemm_ss(acc_dv, tdVrP, tdVrdOt, tdVsP, stage_at(tdVsdOt, q_stage), mma_dkv, copy_a_dkv, copy_bt_dkv, thr_a_dkv, thr_bt_dkv);
-    auto dk_product = [&]() {
-      gemm_ss(acc_dk, tdKrdS, tdKrQt, tdKsdS, stage_at(tdKsQt, q_stage), mma_dkv, copy_a_dkv, copy_bt_dkv, thr_a_dkv, thr_bt_dkv);
-    };
     // kLateLoad: dQ and its atomics before dK, so that the atomics leave under dK.
-    if constexpr (!kLateLoad) dk_product();
+    // (The product is written out at both places: through a lambda, ptxas
+    // allocated the 64-row kernels' registers differently, 24 -> 32 B of stack.)
+    if constexpr (!kLateLoad)
+      gemm_ss(acc_dk, tdKrdS, tdKrQt, tdKsdS, stage_at(tdKsQt, q_stage), mma_dkv, copy_a_dkv, copy_bt_dkv, thr_a_dkv, thr_bt_dkv);
     if (p.dq_accum != nullptr) {
       // dQ(m0 rows) += dS K, kDqChunk columns at a time, added into fp32 with atomics.
       float* dq_rows = p.dq_accum + row_slot(p, sl, b, h, m0) * p.head_dim_qk;
@@ -309,7 +309,8 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
         else atomic_add_dq<false, kHeadDim>(acc_dq, tdQcdQ, dq_rows, int(p.head_dim_qk), seqlen_q - m0, col0, int(p.head_dim_qk));
       });
     }
-    if constexpr (kLateLoad) dk_product();
+    if constexpr (kLateLoad)
+      gemm_ss(acc_dk, tdKrdS, tdKrQt, tdKsdS, stage_at(tdKsQt, q_stage), mma_dkv, copy_a_dkv, copy_bt_dkv, thr_a_dkv, thr_bt_dkv);
     __syncthreads();  // this stage and P^T / dS^T are rewritten next
     if (kStages == 1 && step + 1 < n_steps) load_step(step + 1, 0);
   }
