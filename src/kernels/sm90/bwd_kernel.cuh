@@ -223,11 +223,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   // The deterministic mode (kMods kernels only) walks the plain
   // order: its key blocks add each dQ tile in block order (see order_wait).
   const int rot = p.window_right < 0 && !Traits::kByProduct && n_m > 0 && !det ? n_block % n_m : 0;
-  // The steps in that order by counters (StepWalk; +1-4% at hd64 / hd128). By
-  // product (hd256) they measured 10-13% slower than dividing the step index,
-  // with the same memory operations and barriers in the SASS (kernel notes,
-  // sm90 backward v23): that path keeps the division.
-  constexpr bool kWalk = !Traits::kByProduct;
+  // The steps in that order by counters (StepWalk): +1-4% at hd64 / hd128, and
+  // in hd256's producer. hd256's by-product consumers divide the step index:
+  // walking there measured 9-12% slower, with the same memory operations and
+  // barriers in the SASS (kernel notes, sm90 backward v23).
   const detail::StepWalk walk0(hk * group_size, m_block_min, m_block_max, m_block_min + rot);
   auto step_head = [&](int s) { return hk * group_size + s / n_m; };
   auto step_mblock = [&](int s) { return m_block_min + (s % n_m + rot) % n_m; };
@@ -288,7 +287,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     detail::StepWalk walk = walk0;
     for (int step = 0; step < n_steps; ++step, walk.next()) {
       const int s = step % kStages, round = step / kStages;
-      const int h = kWalk ? walk.h : step_head(step), m_block = kWalk ? walk.m : step_mblock(step);
+      const int h = walk.h, m_block = walk.m;
       if (round > 0) {
         Barrier::wait(&smem.empty[s], (round - 1) & 1);
         if constexpr (Traits::kByProduct) Barrier::wait(&smem.rows_empty[s], (round - 1) & 1);
