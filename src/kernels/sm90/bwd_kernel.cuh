@@ -224,9 +224,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   // order: its key blocks add each dQ tile in block order (see order_wait).
   const int rot = p.window_right < 0 && !Traits::kByProduct && n_m > 0 && !det ? n_block % n_m : 0;
   // The steps in that order by counters (StepWalk): +1-4% at hd64 / hd128, and
-  // in hd256's producer. hd256's by-product consumers divide the step index:
-  // walking there measured 9-12% slower, with the same memory operations and
-  // barriers in the SASS (kernel notes, sm90 backward v23).
+  // in the producer at hd256. The by-product consumers (hd192 / hd256) divide
+  // the step index: walking there measured 9-12% slower, with the same memory
+  // operations and barriers in the SASS (kernel notes, sm90 backward v23).
   const detail::StepWalk walk0(hk * group_size, m_block_min, m_block_max, m_block_min + rot);
   auto step_head = [&](int s) { return hk * group_size + s / n_m; };
   auto step_mblock = [&](int s) { return m_block_min + (s % n_m + rot) % n_m; };
