@@ -42,33 +42,34 @@ __device__ __forceinline__ void atomic_add_pair(float* dst, float a, float b) {
 #endif
 }
 
-// Adds a (kBlockM x kDqChunk) block of dQ partial sums into the fp32 accumulator,
-// whose rows are row_stride (head_dim_qk) apart.
-//  - kWhole: every row and column of the block is in the problem (a query tile
-//    inside the sequence, and head_dim_qk == kRowStride, the kernel's head dim).
-//    Then every address is the thread's base plus a compile-time offset, so each
-//    atomic is one instruction; the checked form below costs ~15 per pair (two
-//    compares, a branch, a 64-bit address), the larger part of the dK/dV step's
-//    excess instructions over FlashAttention-2's (ncu,
-//    bench/results/2026-12-01_h200_ncu_s15_sm80_bwd_vs_fa2.txt).
-//  - otherwise rows past valid_rows and columns past valid_cols are skipped.
-template <bool kWhole, int kRowStride, typename Acc, typename Coord>
-__device__ __forceinline__ void atomic_add_dq(const Acc& acc, const Coord& coord, float* rows, int row_stride,
-                                              int valid_rows, int col0, int valid_cols) {
-  if constexpr (kWhole) {
-    float* const base = rows + get<0>(coord(0)) * kRowStride + col0 + get<1>(coord(0));
-    CUTE_UNROLL
-    for (int e = 0; e < size(acc); e += 2) {
-      // (row, column) minus the thread's first: compile-time once unrolled.
-      const int off = (get<0>(coord(e)) - get<0>(coord(0))) * kRowStride + get<1>(coord(e)) - get<1>(coord(0));
-      atomic_add_pair(base + off, acc(e), acc(e + 1));
-    }
-  } else {
-    CUTE_UNROLL
-    for (int e = 0; e < size(acc); e += 2) {
-      const int r = get<0>(coord(e)), c = col0 + get<1>(coord(e));
-      if (r < valid_rows && c < valid_cols) atomic_add_pair(rows + int64_t(r) * row_stride + c, acc(e), acc(e + 1));
-    }
+// Adds a (kBlockM x kDqChunk) block of dQ partial sums, columns col0.. of the
+// fp32 accumulator, where every row and column of the block is in the problem
+// (a query tile inside the sequence, and head_dim_qk == kRowStride, the
+// kernel's head dim): every address is the thread's base plus a compile-time
+// offset, so each atomic is one instruction. The checked form below costs ~15
+// per pair (two compares, a branch, a 64-bit address), the larger part of the
+// dK/dV step's excess instructions over FlashAttention-2's (ncu,
+// bench/results/2026-12-01_h200_ncu_s15_sm80_bwd_vs_fa2.txt).
+template <int kRowStride, typename Acc, typename Coord>
+__device__ __forceinline__ void atomic_add_dq_whole(const Acc& acc, const Coord& coord, float* rows, int col0) {
+  float* const base = rows + get<0>(coord(0)) * kRowStride + col0 + get<1>(coord(0));
+  CUTE_UNROLL
+  for (int e = 0; e < size(acc); e += 2) {
+    // (row, column) minus the thread's first: compile-time once unrolled.
+    const int off = (get<0>(coord(e)) - get<0>(coord(0))) * kRowStride + get<1>(coord(e)) - get<1>(coord(0));
+    atomic_add_pair(base + off, acc(e), acc(e + 1));
+  }
+}
+
+// The same for any tile: rows past valid_rows and columns past head_dim (the
+// accumulator's row stride) are skipped.
+template <typename Acc, typename Coord>
+__device__ __forceinline__ void atomic_add_dq_checked(const Acc& acc, const Coord& coord, float* rows, int head_dim,
+                                                      int valid_rows, int col0) {
+  CUTE_UNROLL
+  for (int e = 0; e < size(acc); e += 2) {
+    const int r = get<0>(coord(e)), c = col0 + get<1>(coord(e));
+    if (r < valid_rows && c < head_dim) atomic_add_pair(rows + int64_t(r) * head_dim + c, acc(e), acc(e + 1));
   }
 }
 
@@ -305,8 +306,8 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
         clear(acc_dq);
         gemm_ss(acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, mma_dq, copy_at_dq, copy_bt_dq, thr_at_dq, thr_bt_dq);
         constexpr int col0 = decltype(chunk)::value * kDqChunk;
-        if (whole) atomic_add_dq<true, kHeadDim>(acc_dq, tdQcdQ, dq_rows, kHeadDim, kBlockM, col0, kHeadDim);
-        else atomic_add_dq<false, kHeadDim>(acc_dq, tdQcdQ, dq_rows, int(p.head_dim_qk), seqlen_q - m0, col0, int(p.head_dim_qk));
+        if (whole) atomic_add_dq_whole<kHeadDim>(acc_dq, tdQcdQ, dq_rows, col0);
+        else atomic_add_dq_checked(acc_dq, tdQcdQ, dq_rows, int(p.head_dim_qk), seqlen_q - m0, col0);
       });
     }
     if constexpr (kLateLoad)
