@@ -19,6 +19,7 @@
 #include "kernels/common/kernel_params.h"
 #include "kernels/common/mask.h"
 #include "kernels/common/seqlen.h"
+#include "kernels/common/step_walk.h"
 #include "kernels/sm80/bwd_traits.h"
 #include "kernels/sm80/tile_utils.cuh"
 
@@ -101,8 +102,15 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
   const int diag_offset = seqlen_k - seqlen_q;
   // One step per (query head of the group, visible query tile).
   const int n_m = m_block_max - m_block_min, n_steps = n_m * group;
-  auto step_head = [&](int s) { return hk * group + s / n_m; };
-  auto step_row0 = [&](int s) { return (m_block_min + s % n_m) * kBlockM; };
+  // The 64-row steps walk them by counters (StepWalk; +1-2% at hd128 / hd256);
+  // the 128-row ones (kLateLoad, hd64) divide the step index, as the walker's
+  // registers cost them more spills than its instructions save (-1%; kernel
+  // notes, sm80 backward v10). The walker is at the top of a step that step,
+  // from there on the next one, the step every load_step below is for.
+  constexpr bool kWalk = !kLateLoad;
+  detail::StepWalk walk(hk * group, m_block_min, m_block_max, m_block_min);
+  auto step_head = [&](int s) { return kWalk ? walk.h : hk * group + s / n_m; };
+  auto step_row0 = [&](int s) { return (kWalk ? walk.m : m_block_min + s % n_m) * kBlockM; };
 
   using SmemKV = typename Traits::template SmemRows<kBlockN>;
   using SmemQ = typename Traits::template SmemRows<kBlockM>;
@@ -226,6 +234,7 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
   for (int step = 0; step < n_steps; ++step) {
     const int stage = kStages == 2 ? step & 1 : 0;
     const int h = step_head(step), m0 = step_row0(step);
+    if constexpr (kWalk) walk.next();
     if (!kLateLoad && kStages == 2 && step + 1 < n_steps) {
       load_step(step + 1, stage ^ 1);  // lands while this step computes
       cute::cp_async_wait<1>();
