@@ -82,6 +82,11 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
   constexpr int kThreads = Traits::kThreadsKV, kStages = Traits::kStagesQ;
   constexpr int kDqChunk = Traits::kDqChunk;
   constexpr bool kLateLoad = Traits::kLateLoad;
+  // Two stages issued at the step's start (hd96-hd256): one barrier a step, not
+  // two. The closing one held every warp behind the slowest one's dQ atomics
+  // (8.5% of the warps' stall samples at hd128, ncu): +0.5-1.7% without it
+  // (kernel notes, sm80 backward v11).
+  constexpr bool kTopLoad = !kLateLoad && kStages == 2;
   constexpr int kQSize = kBlockM * kHeadDim;  // elements of one Q (or dO) stage
   using TileKV = Shape<Int<kBlockN>, Int<kHeadDim>>;
   using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
@@ -235,13 +240,13 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
     const int stage = kStages == 2 ? step & 1 : 0;
     const int h = step_head(step), m0 = step_row0(step);
     if constexpr (kWalk) walk.next();
-    if (!kLateLoad && kStages == 2 && step + 1 < n_steps) {
-      load_step(step + 1, stage ^ 1);  // lands while this step computes
-      cute::cp_async_wait<1>();
-    } else {
-      cute::cp_async_wait<0>();
-    }
+    // kTopLoad: the next stage is issued after this step's opening barrier,
+    // which every warp reaches only once done with the last step, so that
+    // barrier also orders this step's shared-memory writes (the stage, P^T,
+    // dS^T) after the last step's reads, and the step needs no closing one.
+    cute::cp_async_wait<0>();
     __syncthreads();
+    if (kTopLoad && step + 1 < n_steps) load_step(step + 1, stage ^ 1);  // lands while this step computes
     const int q_stage = stage * kQSize;
 
     Tensor acc_s = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
@@ -321,7 +326,7 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
     }
     if constexpr (kLateLoad)
       gemm_ss(acc_dk, tdKrdS, tdKrQt, tdKsdS, stage_at(tdKsQt, q_stage), mma_dkv, copy_a_dkv, copy_bt_dkv, thr_a_dkv, thr_bt_dkv);
-    __syncthreads();  // this stage and P^T / dS^T are rewritten next
+    if constexpr (!kTopLoad) __syncthreads();  // this stage and P^T / dS^T are rewritten next
     if (kStages == 1 && step + 1 < n_steps) load_step(step + 1, 0);
   }
 
