@@ -18,7 +18,7 @@ FAMILIES = {
 # tier -> {kind: head dims}. The standard tier has every head dim, unsuffixed.
 SM80_TIERS = {
     "compact": {"fwd": [256], "bwd": [64, 96, 128, 192, 256]},
-    "large": {"fwd": [], "bwd": [256]},
+    "large": {"fwd": [], "bwd": [128, 256]},
 }
 
 # sm90 backward variants with files of their own: suffix -> (function, head dims).

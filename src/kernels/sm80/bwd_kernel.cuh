@@ -82,11 +82,14 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
   constexpr int kThreads = Traits::kThreadsKV, kStages = Traits::kStagesQ;
   constexpr int kDqChunk = Traits::kDqChunk;
   constexpr bool kLateLoad = Traits::kLateLoad;
-  // Two stages issued at the step's start (hd96-hd256): one barrier a step, not
+  // Stages issued at the step's start (hd96-hd256): one barrier a step, not
   // two. The closing one held every warp behind the slowest one's dQ atomics
   // (8.5% of the warps' stall samples at hd128, ncu): +0.5-1.7% without it
-  // (kernel notes, sm80 backward v11).
-  constexpr bool kTopLoad = !kLateLoad && kStages == 2;
+  // (kernel notes, sm80 backward v11). With three stages (hd128 on the large
+  // tier) each is issued two steps ahead of its use.
+  constexpr bool kTopLoad = !kLateLoad && kStages >= 2;
+  constexpr int kAhead = kTopLoad ? kStages - 1 : 1;
+  static_assert(kAhead <= 2, "stages are issued at most two steps ahead");
   constexpr int kQSize = kBlockM * kHeadDim;  // elements of one Q (or dO) stage
   using TileKV = Shape<Int<kBlockN>, Int<kHeadDim>>;
   using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
@@ -116,6 +119,11 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
   detail::StepWalk walk(hk * group, m_block_min, m_block_max, m_block_min);
   auto step_head = [&](int s) { return kWalk ? walk.h : hk * group + s / n_m; };
   auto step_row0 = [&](int s) { return (kWalk ? walk.m : m_block_min + s % n_m) * kBlockM; };
+  // Two steps ahead the loads keep a walker of their own, at the step the next
+  // load_step is for.
+  detail::StepWalk load_walk = walk;
+  auto load_head = [&](int s) { return kAhead == 2 ? load_walk.h : step_head(s); };
+  auto load_row0 = [&](int s) { return kAhead == 2 ? load_walk.m * kBlockM : step_row0(s); };
 
   using SmemKV = typename Traits::template SmemRows<kBlockN>;
   using SmemQ = typename Traits::template SmemRows<kBlockM>;
@@ -164,7 +172,7 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
   }
   // Q, dO, LSE and d of step s into stage `stage`; rows past the sequence read 0.
   auto load_step = [&](int s, int stage) {
-    const int h = step_head(s), m0 = step_row0(s);
+    const int h = load_head(s), m0 = load_row0(s);
     const int64_t q_off = sl.q_row(b, p.q_batch_stride, p.q_row_stride, p.q_head_stride, h, m0);
     const int64_t do_off = sl.q_row(b, p.do_batch_stride, p.do_row_stride, p.do_head_stride, h, m0);
     copy_tile(gmem_copy, gmem_thr.partition_S(rows(p.q, q_off, p.q_row_stride, TileQ{})),
@@ -178,8 +186,10 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
       cp_async_zfill<4>(s_d + stage * kBlockM + tidx, in ? p.row_dot + row_slot(p, sl, b, h, i) : p.row_dot, in);
     }
     cute::cp_async_fence();
+    if constexpr (kAhead == 2) load_walk.next();
   };
   if (n_steps > 0) load_step(0, 0);
+  if (kAhead == 2 && n_steps > 1) load_step(1, 1);
 
   // S^T and dP^T.
   typename Traits::TiledMmaSdP mma_sdp;
@@ -236,17 +246,21 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
   // (query row, column) of every dQ-chunk element this thread holds.
   Tensor tdQcdQ = thr_dq.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kDqChunk>>{}));
 
+  int stage3 = 0;  // step % 3 with three stages
   for (int step = 0; step < n_steps; ++step) {
-    const int stage = kStages == 2 ? step & 1 : 0;
+    const int stage = kStages == 3 ? stage3 : kStages == 2 ? step & 1 : 0;
     const int h = step_head(step), m0 = step_row0(step);
     if constexpr (kWalk) walk.next();
     // kTopLoad: the next stage is issued after this step's opening barrier,
     // which every warp reaches only once done with the last step, so that
-    // barrier also orders this step's shared-memory writes (the stage, P^T,
-    // dS^T) after the last step's reads, and the step needs no closing one.
-    cute::cp_async_wait<0>();
+    // barrier also orders this step's shared-memory writes (the stage the last
+    // step read, P^T, dS^T) after the last step's reads, and the step needs no
+    // closing one. Two ahead, the next step's copies may still be in flight.
+    if (kAhead == 2 && step + 1 < n_steps) cute::cp_async_wait<1>();
+    else cute::cp_async_wait<0>();
     __syncthreads();
-    if (kTopLoad && step + 1 < n_steps) load_step(step + 1, stage ^ 1);  // lands while this step computes
+    if (kTopLoad && step + kAhead < n_steps)  // lands while this step (and the next) compute
+      load_step(step + kAhead, kAhead == 1 ? stage ^ 1 : stage == 0 ? 2 : stage - 1);
     const int q_stage = stage * kQSize;
 
     Tensor acc_s = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
@@ -328,6 +342,7 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
       gemm_ss(acc_dk, tdKrdS, tdKrQt, tdKsdS, stage_at(tdKsQt, q_stage), mma_dkv, copy_a_dkv, copy_bt_dkv, thr_a_dkv, thr_bt_dkv);
     if constexpr (!kTopLoad) __syncthreads();  // this stage and P^T / dS^T are rewritten next
     if (kStages == 1 && step + 1 < n_steps) load_step(step + 1, 0);
+    if constexpr (kStages == 3) stage3 = stage3 == 2 ? 0 : stage3 + 1;
   }
 
   // Epilogue: dK and dV through shared memory (K's and V's space) to global. A
