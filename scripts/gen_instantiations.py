@@ -13,8 +13,8 @@ FAMILIES = {
     "sm80": {"fwd": [64, 96, 128, 192, 256], "bwd": [64, 96, 128, 192, 256]},
     "sm90": {"fwd": [64, 96, 128, 192, 256], "bwd": [64, 96, 128, 192, 256]},
 }
-# sm80 shared-memory tiers with tiles of their own (src/kernels/sm80/tiles.h:
-# fwd_tier_differs / bwd_tier_differs, which the instantiations assert):
+# sm80 shared-memory tiers with tiles of their own (src/kernels/sm80/tiles.h
+# fwd_tier_differs / bwd_tiles.h bwd_tiles_differ, which the instantiations assert):
 # tier -> {kind: head dims}. The standard tier has every head dim, unsuffixed.
 SM80_TIERS = {
     "compact": {"fwd": [256], "bwd": [64, 96, 128, 192, 256]},

@@ -16,6 +16,7 @@
 #include "cases.h"
 #include "flashattn/numeric.h"
 #include "kernels/sm80/launch.h"
+#include "kernels/sm80/bwd_tiles.h"
 #include "kernels/sm80/tiles.h"
 #include "kernels/sm90/launch.h"
 
@@ -625,8 +626,8 @@ TEST(Sm80Tiles, TiersWithTilesOfTheirOwn) {
   for (int d : fa::sm80::kHeadDims) {
     EXPECT_EQ(fa::sm80::fwd_tier_differs(d, SmemTier::compact), d == 256) << d;
     EXPECT_FALSE(fa::sm80::fwd_tier_differs(d, SmemTier::large)) << d;
-    EXPECT_TRUE(fa::sm80::bwd_tier_differs(d, SmemTier::compact)) << d;
-    EXPECT_EQ(fa::sm80::bwd_tier_differs(d, SmemTier::large), d == 128 || d == 256) << d;
+    EXPECT_TRUE(fa::sm80::bwd_tiles_differ(d, SmemTier::compact)) << d;
+    EXPECT_EQ(fa::sm80::bwd_tiles_differ(d, SmemTier::large), d == 128 || d == 256) << d;
   }
 }
 

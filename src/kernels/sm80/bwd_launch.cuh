@@ -48,7 +48,7 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
 
 template <int kHeadDim, typename Element, SmemTier kTier>
 cudaError_t run_bwd(const BwdKernelParams& p, cudaStream_t stream) {
-  static_assert(kTier == SmemTier::standard || bwd_tier_differs(kHeadDim, kTier),
+  static_assert(kTier == SmemTier::standard || bwd_tiles_differ(kHeadDim, kTier),
                 "a tier without tiles of its own runs the standard kernel (no instantiation of its own)");
   using Traits = BwdTraits<kHeadDim, Element, kTier>;
   return detail::needs_score_mods(p) ? launch_bwd<Traits, true>(p, stream)

@@ -12,6 +12,7 @@
 //     each owning 16 rows, so dS stays in registers as the A operand of dS K.
 #pragma once
 
+#include "kernels/sm80/bwd_tiles.h"
 #include "kernels/sm80/traits.h"
 
 namespace flashattn::sm80 {
@@ -21,7 +22,7 @@ struct BwdTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr SmemTier kTier = kTier_;
-  static constexpr BwdTileConfig kConfig = bwd_tile_config(kHeadDim_, kTier_);
+  static constexpr BwdTileConfig kConfig = bwd_tiles(kHeadDim_, kTier_);
   static constexpr int kBlockM = kConfig.block_m;
   static constexpr int kBlockN = kConfig.block_n;
   static constexpr int kBlockMdQ = 64;                         // query rows per dQ block

@@ -9,6 +9,7 @@
 #include <cutlass/numeric_types.h>
 
 #include "kernels/sm80/launch.h"
+#include "kernels/sm80/bwd_tiles.h"
 #include "kernels/sm80/tiles.h"
 
 namespace flashattn::sm80 {
@@ -88,8 +89,8 @@ int forward_head_dim(const FwdParams& p) {
 }
 
 // Runs launch(tier constant) with the device's tier where head dim D has kernels
-// of that tier (kOwn: fwd_tier_differs / bwd_tier_differs, tiles.h), with the
-// standard tier otherwise.
+// of that tier (kOwn: fwd_tier_differs, tiles.h; bwd_tiles_differ, bwd_tiles.h),
+// with the standard tier otherwise.
 template <int D, bool (*kOwn)(int, SmemTier), typename Launch>
 cudaError_t with_tier(SmemTier tier, const Launch& launch) {
   using Compact = std::integral_constant<SmemTier, SmemTier::compact>;
@@ -113,7 +114,7 @@ cudaError_t forward(const FwdKernelParams& p, cudaStream_t stream) {
 cudaError_t backward(const BwdKernelParams& p, cudaStream_t stream) {
   const SmemTier tier = device_smem_tier(p.device.index);
   return run_dtype(p, forward_head_dim(p), [&](auto dim, auto elem) {
-    return with_tier<decltype(dim)::value, bwd_tier_differs>(tier, [&](auto t) {
+    return with_tier<decltype(dim)::value, bwd_tiles_differ>(tier, [&](auto t) {
       return run_bwd<decltype(dim)::value, decltype(elem), decltype(t)::value>(p, stream);
     });
   });

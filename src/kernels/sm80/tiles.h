@@ -61,9 +61,7 @@ constexpr bool fwd_tier_differs(int head_dim, SmemTier tier) {
 //     up to hd192, one at hd256, whose two (209 KiB) are over 163 KiB. hd64
 //     takes 162 KiB, hd128 161 KiB.
 //   large: hd256 with two stages (209 KiB), as FlashAttention-2 runs it on
-//     H100; hd128 with three (194 KiB), each stage issued two steps ahead of
-//     its use (with one step, its copies land late, queued behind the previous
-//     step's dQ atomics: kernel notes, sm80 backward v11); the rest as standard.
+//     H100; the rest as standard.
 //   compact (99 KiB): hd64 64 x 128, two stages (97 KiB); hd96 64 x 64, two
 //     (89 KiB); hd128 64 x 64, one (80.5 KiB; two would be 113); hd192 32 x 64,
 //     one (80 KiB); hd256 32 x 32 with 4 warps, one (68 KiB: 32 x 64 would be
@@ -82,10 +80,7 @@ constexpr BwdTileConfig bwd_tile_config(int head_dim, SmemTier tier = SmemTier::
            : head_dim <= 192 ? BwdTileConfig{32, 64, 1, 8}
                              : BwdTileConfig{32, 32, 1, 4};
   return BwdTileConfig{head_dim <= 64 ? 128 : 64, head_dim <= 128 ? 128 : 64,
-                       tier == SmemTier::large && head_dim > 96 && head_dim <= 128 ? 3
-                       : head_dim <= 192 || tier == SmemTier::large               ? 2
-                                                                                  : 1,
-                       8};
+                       head_dim <= 192 || tier == SmemTier::large ? 2 : 1, 8};
 }
 // Whether a tier has backward kernels of its own (an instantiation file each:
 // scripts/gen_instantiations.py); otherwise it runs the standard ones.
