@@ -94,6 +94,17 @@ constexpr TileConfig tile_config(int head_dim) {
 // causal 2k 0.976, 8k 1.007, 16k 1.032, hence 8192 for its causal threshold.
 // hd256's non-causal threshold of 1024 rests on the sweep alone (the A/B started
 // at 2k).
+// hd128's entry became 128 x 192 with late_p in session 19 (kernel notes, sm90
+// forward v15). Against 128 x 160 without late_p, per call under the cap, two
+// alternating rounds (bench/results/2026-12-02_h200_ab_s19_sm90_fwd_hd128_long.txt):
+//   128 x 160 late_p: non-causal +1.2 / +1.6 / +1.9 / +2.3% at N = 2k / 4k / 8k
+//     / 16k; causal 8k / 16k +0.9 / +0.5%;
+//   128 x 192: -3.1 / -0.6 / +2.0 / +1.6%; causal +0.8 / 0.0%;
+//   128 x 192 late_p: -1.2 / +3.4 / +6.6 / +5.3% (16k 620 -> 654 TFLOP/s);
+//     causal +5.9 / +3.9%;
+//   128 x 176: -0.5 / 0.0 / +2.5 / +2.6%; causal -0.6 / +1.6%.
+// (Rows running the same kernel on both sides moved -0.8..+2.1%.) 192 keys are
+// the widest two K/V stages leave room for: 192 KiB beside Q's 32 KiB.
 // Key-tile widths other than 8, 16, 32, 64, 96, 128, 192 and 256 need CuTe's
 // extended wgmma shapes (CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED, which
 // src/CMakeLists.txt sets for the forward files; CuTe must see it before its
@@ -103,7 +114,7 @@ constexpr TileConfig tile_config(int head_dim) {
 // and 128 x 80 at hd256, and took for a spill problem. FwdTraits asserts the
 // width it got.
 constexpr TileConfig long_tile_config(int head_dim) {
-  return head_dim == 128   ? TileConfig{128, 160, 2, false, true, true, 2048, 8192}
+  return head_dim == 128   ? TileConfig{128, 192, 2, true, true, true, 2048, 8192}
          : head_dim == 256 ? TileConfig{128, 80, 2, true, true, false, 1024, 8192}
                            : TileConfig{0, 0, 0, false, false, false};
 }
