@@ -42,6 +42,8 @@ def main():
     ap.add_argument("--fwd-sm80", action="store_true",
                     help="run the forward on the sm80 kernel (FLASHATTN_FORCE_SM80 around it): checks the backward alone")
     ap.add_argument("--dtypes", default="bf16,fp16")
+    ap.add_argument("--hdims", default="64,128,256",
+                    help="head dims to check (a build with FLASHATTN_CUDA_HEAD_DIMS has only its own)")
     a = ap.parse_args()
     fa = Flashattn(a.shim)
     torch.manual_seed(a.seed)
@@ -59,6 +61,7 @@ def main():
     # hd256 from 1024; 8192 with a causal mask), several tiles per block.
     cases += [(1, 16, 16, 4096, 4096, 128, False), (1, 8, 8, 8192, 8192, 128, True),
               (2, 8, 8, 2048, 2048, 256, False), (1, 4, 2, 8192, 8192, 256, True)]
+    cases = [c for c in cases if c[5] in {int(x) for x in a.hdims.split(",")}]
     failed = 0
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
     for dt in (dtypes[x] for x in a.dtypes.split(",")):
