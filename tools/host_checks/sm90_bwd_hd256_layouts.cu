@@ -9,6 +9,7 @@
 #include <vector>
 #include "kernels/sm90/bwd_traits.h"
 #include "kernels/sm90/mma_utils.cuh"
+#include "dq_staging_offsets.h"
 using namespace cute;
 using namespace flashattn::sm90;
 
@@ -77,12 +78,12 @@ int run(const char* name) {
     const uint32_t base = uint32_t(off(0));
     for (int e = 0; e < size(off); ++e) {
       ++checks;
-      const uint32_t b = swz<float>(off, base, e);
+      const uint32_t b = kernel_dq_stage_offset<Tr>(off, base, e);
       Tensor sdq = make_tensor(make_smem_ptr(reinterpret_cast<float*>(arena)), ldq);
-      const int want = int(reinterpret_cast<char*>(&sdq(get<0>(cid(e)), get<1>(cid(e)))) - arena);
+      const int want = int(reinterpret_cast<char*>(&sdq(get<0>(cid(e)), staged_col<Tr>(get<1>(cid(e))))) - arena);
       if (int(b) != want) { if (bad < 5) printf("  dQ bad t%d e%d %u vs %d\n", t, e, b, want); ++bad; }
       if (b / 4 < qh.size()) qh[b / 4]++;
-      if (e % 2 == 1 && b != swz<float>(off, base, e - 1) + 4) ++bad;
+      if (e % 2 == 1 && b != kernel_dq_stage_offset<Tr>(off, base, e - 1) + 4) ++bad;
     }
   }
   for (int x : qh) if (x != 1) ++bad;

@@ -25,6 +25,7 @@
 #include "kernels/common/step_walk.h"
 #include "kernels/sm90/bwd_order.h"
 #include "kernels/sm90/bwd_traits.h"
+#include "kernels/sm90/dq_layout.h"
 #include "kernels/sm90/mma_utils.cuh"
 
 namespace flashattn::sm90 {
@@ -415,7 +416,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     static_assert(decltype(size<0>(coord))::value == 2, "two key rows per thread");
     const KeyRows key_rows(coord, mask, c0, seqlen_k);
     // dQ: the group's (kBlockM, 128) fp32 half, staged in this step's dO stage
-    // (group 0) or Q stage (group 1) and reduce-added from there.
+    // (group 0) or Q stage (group 1) and reduce-added from there, in the plain
+    // column order (Traits::kDqColPerm).
+    static_assert(!Traits::kDqColPerm, "by product: the accumulator's plain column order");
     Tensor tdQoff = thr_dq.partition_C(
         make_tensor(counting_iterator<int>{0}, typename Traits::SmemLayoutdQMma{}.layout_b()));
     const bool dq_leader = tidx == 0;
@@ -594,7 +597,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
     // fp32 dQ staging of both groups and their TMA reduce-adds into the
     // accumulator. The dQ product writes through SmemLayoutdQMma, which spans
-    // both groups' tiles of a buffer (group g's columns / rows are its tile).
+    // both groups' tiles of a buffer (group g's columns / rows are its tile);
+    // columns permuted within 32-float groups (Traits::kDqColPerm, dq_layout.h).
     Tensor tdQoff = thr_dq.partition_C(
         make_tensor(counting_iterator<int>{0}, typename Traits::SmemLayoutdQMma{}.layout_b()));
     char* const sdQ_bytes = reinterpret_cast<char*>(smem.dq.data());
@@ -638,11 +642,18 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     static_assert(kDqBufElems * sizeof(float) % 1024 == 0 && cosize_v<typename Traits::SmemLayoutdQMma> == kDqBufElems,
                   "the product's view spans one buffer, each buffer 1024-byte aligned (the byte swizzle holds)");
     auto stage_dq = [&](const auto& acc_dq, int buf) __attribute__((always_inline)) {
-      const uint32_t dq_base = opaque(uint32_t(tdQoff(0)) + uint32_t(buf * kDqBufElems));
-      CUTE_UNROLL
-      for (int e = 0; e < size(acc_dq); e += 2)
-        *reinterpret_cast<float2*>(sdQ_bytes + swizzled_byte_offset<float, Traits::kDqSwizzleBits>(tdQoff, dq_base, e)) =
-            make_float2(acc_dq(e), acc_dq(e + 1));
+      if constexpr (Traits::kDqColPerm) {
+        const uint32_t dq_base = opaque(dq_stage_base(uint32_t(tdQoff(0)) + uint32_t(buf * kDqBufElems)));
+        CUTE_UNROLL
+        for (int e = 0; e < size(acc_dq); e += 2)
+          *reinterpret_cast<float2*>(sdQ_bytes + dq_stage_offset(tdQoff, dq_base, e)) = make_float2(acc_dq(e), acc_dq(e + 1));
+      } else {
+        const uint32_t dq_base = opaque(uint32_t(tdQoff(0)) + uint32_t(buf * kDqBufElems));
+        CUTE_UNROLL
+        for (int e = 0; e < size(acc_dq); e += 2)
+          *reinterpret_cast<float2*>(sdQ_bytes + swizzled_byte_offset<float, Traits::kDqSwizzleBits>(tdQoff, dq_base, e)) =
+              make_float2(acc_dq(e), acc_dq(e + 1));
+      }
     };
     // The leader's reduce-add of step st's staging (buffer st & 1, its group's
     // tile), that step's query head h and tile m_block.

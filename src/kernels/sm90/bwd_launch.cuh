@@ -31,7 +31,8 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
   using TileK = Shape<Int<Traits::kBlockN>, Int<kHeadDim>>;
   const auto smem_q = take<0, 2>(typename Traits::SmemLayoutQ{});
   // The fp32 dQ accumulator: row slots in LSE order ([B, Hq, Sq] or [Hq, total_q]),
-  // head_dim_qk floats each.
+  // head_dim_qk floats each (columns permuted within 32-float groups where
+  // Traits::kDqColPerm: dq_layout.h).
   const int64_t acc_head = rows_q * kHeadDim;
   BwdArgs<Traits> args{
       p,
@@ -64,8 +65,11 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
     // so the longest blocks start first.
     kernel<<<dim3(blocks(p.seqlen_k, Traits::kBlockN), hkv, batch), Traits::kThreads, smem, stream>>>(args);
   }
-  if (p.seqlen_q > 0)
-    detail::dq_convert_kernel<Element><<<dim3(detail::row_blocks(p.seqlen_q, p.head_dim_qk), hq, batch), detail::kRowThreads, 0, stream>>>(p);
+  if (p.seqlen_q > 0) {
+    const dim3 grid(detail::row_blocks(p.seqlen_q, p.head_dim_qk), hq, batch);
+    if constexpr (Traits::kDqColPerm) dq_convert_perm_kernel<Element><<<grid, detail::kRowThreads, 0, stream>>>(p);
+    else detail::dq_convert_kernel<Element><<<grid, detail::kRowThreads, 0, stream>>>(p);
+  }
   return cudaGetLastError();
 }
 

@@ -1,0 +1,86 @@
+// The Hopper backward's fp32 dQ accumulator: column order, and the staging
+// stores that feed its TMA reduce-add.
+//
+// Why the columns are permuted. The dQ product's C fragment (wgmma: thread t of
+// warp w holds rows 16w + t/4 and + 8, column pairs 2(t%4) + 8j) is staged with
+// float2 stores into the reduce-add's 128-byte-swizzled tile (atoms of 8 rows x
+// 32 floats; the swizzle XORs a row's 16-byte chunk index with row % 8). A
+// 64-bit store runs as two half warps. In column order, half warp 0 (rows 0-3)
+// writes two adjacent chunks, 2j' and 2j' + 1, of each of its 4 rows, and
+// XOR with rows 0-3 keeps those 8 chunks within 4 chunk slots: every bank is
+// hit twice, 4 wavefronts per store where 2 would do (ncu source counters,
+// session 20: the kernel's only excess shared wavefronts; 9% of all of them at
+// hd128, 15% at hd256).
+// So column x of each 32-float group of an accumulator row is kept at
+// dq_acc_col(x): x's bits [x4 x3 x2 x1 x0] as [x2 x4 x3 x1 x0]. The half warp's
+// two chunks then differ in chunk bit 2 (x2, from t%4), which rows 0-3 leave
+// alone: 8 distinct chunks, every bank once. The TMA adds the tile as it is;
+// dq_convert_perm_kernel below reads the columns back in order. Used where
+// BwdTraits::kDqColPerm: the by-keys path (hd64, hd128); by product (hd192,
+// hd256) the same stores measured slower and keep the plain order.
+#pragma once
+
+#include <cstdint>
+
+#include <cute/config.hpp>
+
+#include "kernels/common/bwd_common.cuh"
+
+namespace flashattn::sm90 {
+
+// Accumulator column of dQ column x (x's bits 2 -> 4, 3-4 -> 2-3).
+CUTE_HOST_DEVICE constexpr int dq_acc_col(int x) { return (x & ~31) | ((x & 4) << 2) | ((x & 24) >> 1) | (x & 3); }
+
+// The same on byte offsets of fp32 elements (bits 4 -> 6, 5-6 -> 4-5).
+CUTE_HOST_DEVICE constexpr uint32_t dq_perm_bytes(uint32_t b) {
+  return (b & ~0x70u) | ((b & 0x10u) << 2) | ((b & 0x60u) >> 1);
+}
+
+// The 128-byte swizzle on byte offsets within 1024-byte-aligned tiles (kBits =
+// 2: the 64-byte one).
+template <int kBits = 3>
+CUTE_HOST_DEVICE constexpr uint32_t swizzle_bytes(uint32_t b) {
+  return b ^ ((b >> 3) & (((1u << kBits) - 1u) << 4));
+}
+
+// Staging store addresses, permuted. Both maps are linear over XOR, and a
+// thread's first element's offset (base) shares no bit with any element's
+// offset from it (host check: tools/host_checks/dq_staging_offsets.h), so
+//   swizzle(perm(base + d)) = swizzle(perm(base)) ^ swizzle(perm(d)):
+// one per-thread value, then one XOR with a constant per store.
+CUTE_HOST_DEVICE constexpr uint32_t dq_stage_base(uint32_t base_elems) {
+  return swizzle_bytes(dq_perm_bytes(base_elems * 4u));
+}
+template <typename Offsets>
+CUTE_HOST_DEVICE uint32_t dq_stage_offset(const Offsets& off, uint32_t stage_base, int e) {
+  return stage_base ^ swizzle_bytes(dq_perm_bytes(uint32_t(off(e) - off(0)) * 4u));
+}
+
+// dQ from the permuted accumulator: detail::dq_convert_kernel (no scale: the
+// Hopper kernels fold it into dS) with each 8-column read at its permuted place;
+// columns c..c+3 (c % 8 == 0) sit at dq_acc_col(c) = (c & ~31) + (c & 31) / 2,
+// c+4..c+7 16 floats further on.
+template <typename Element>
+__global__ void dq_convert_perm_kernel(const __grid_constant__ detail::BwdKernelParams p) {
+  const int lanes = detail::row_lanes(p.head_dim_qk);
+  const int t = blockIdx.x * blockDim.x + threadIdx.x, sub = threadIdx.x % lanes;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const detail::SeqLen sl(p, b);
+  const int i = t / lanes;
+  if (i >= sl.seqlen_q) return;
+  const float* acc = p.dq_accum + detail::row_slot(p, sl, b, h, i) * p.head_dim_qk;
+  auto* dq = static_cast<Element*>(p.dq) + sl.q_row(b, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride, h, i);
+  for (int c = sub * 8; c < p.head_dim_qk; c += lanes * 8) {
+    const int at = dq_acc_col(c);
+    const float4 lo = *reinterpret_cast<const float4*>(acc + at);
+    const float4 hi = *reinterpret_cast<const float4*>(acc + at + 16);
+    const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    uint4 out;
+    Element* oe = reinterpret_cast<Element*>(&out);
+    #pragma unroll
+    for (int e = 0; e < 8; ++e) oe[e] = Element(v[e]);
+    *reinterpret_cast<uint4*>(dq + c) = out;
+  }
+}
+
+}  // namespace flashattn::sm90
