@@ -57,7 +57,10 @@ CUTE_HOST_DEVICE uint32_t dq_stage_offset(const Offsets& off, uint32_t stage_bas
 }
 
 // dQ from the permuted accumulator: detail::dq_convert_kernel (no scale: the
-// Hopper kernels fold it into dS) with each 8-column read at its permuted place;
+// Hopper kernels fold it into dS) with each 8-column read at its permuted place
+// (a kernel of its own, not a flag on the shared one, so that the portable
+// backward's objects stay as they were; fold the two together the next time
+// kernels/common/bwd_common.cuh changes);
 // columns c..c+3 (c % 8 == 0) sit at dq_acc_col(c) = (c & ~31) + (c & 31) / 2,
 // c+4..c+7 16 floats further on.
 template <typename Element>
