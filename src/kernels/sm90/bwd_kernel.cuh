@@ -642,11 +642,20 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     static_assert(kDqBufElems * sizeof(float) % 1024 == 0 && cosize_v<typename Traits::SmemLayoutdQMma> == kDqBufElems,
                   "the product's view spans one buffer, each buffer 1024-byte aligned (the byte swizzle holds)");
     auto stage_dq = [&](const auto& acc_dq, int buf) __attribute__((always_inline)) {
-      if constexpr (Traits::kDqColPerm) {
+      if constexpr (Traits::kDqColPerm && Traits::kDqSwizzleBits == 3) {
         const uint32_t dq_base = opaque(dq_stage_base(uint32_t(tdQoff(0)) + uint32_t(buf * kDqBufElems)));
         CUTE_UNROLL
         for (int e = 0; e < size(acc_dq); e += 2)
           *reinterpret_cast<float2*>(sdQ_bytes + dq_stage_offset(tdQoff, dq_base, e)) = make_float2(acc_dq(e), acc_dq(e + 1));
+      } else if constexpr (Traits::kDqColPerm) {
+        // hd96: the group's tile start goes into the pointer (within the tile
+        // the thread's base and its elements' offsets share no bit).
+        constexpr int kTile = cosize_v<typename Traits::SmemLayoutdQ>;
+        char* const tile = sdQ_bytes + (buf * kDqBufElems + group * kTile) * int(sizeof(float));
+        const uint32_t dq_base = opaque(dq_stage_base<2>(uint32_t(tdQoff(0)) - uint32_t(group * kTile)));
+        CUTE_UNROLL
+        for (int e = 0; e < size(acc_dq); e += 2)
+          *reinterpret_cast<float2*>(tile + dq_stage_offset<2>(tdQoff, dq_base, e)) = make_float2(acc_dq(e), acc_dq(e + 1));
       } else {
         const uint32_t dq_base = opaque(uint32_t(tdQoff(0)) + uint32_t(buf * kDqBufElems));
         CUTE_UNROLL

@@ -67,7 +67,7 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
   }
   if (p.seqlen_q > 0) {
     const dim3 grid(detail::row_blocks(p.seqlen_q, p.head_dim_qk), hq, batch);
-    if constexpr (Traits::kDqColPerm) dq_convert_perm_kernel<Element><<<grid, detail::kRowThreads, 0, stream>>>(p);
+    if constexpr (Traits::kDqColPerm) dq_convert_perm_kernel<Element, Traits::kDqSwizzleBits><<<grid, detail::kRowThreads, 0, stream>>>(p);
     else detail::dq_convert_kernel<Element><<<grid, detail::kRowThreads, 0, stream>>>(p);
   }
   return cudaGetLastError();

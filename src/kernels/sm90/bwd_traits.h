@@ -182,10 +182,10 @@ struct BwdTraits {
   static constexpr int kDqSwizzleBits = kDqSw128 ? 3 : 2;
   // The accumulator's columns permuted within 32-float groups (dq_layout.h) so
   // that the staging stores are free of bank conflicts: by keys (hd64, hd128;
-  // hd96's 64-byte rows keep the plain order). By product (hd192, hd256) the
-  // same stores measured 2-7% slower at hd256 (kernel notes, sm90 backward
-  // v25): that path keeps the plain order and its 4-wavefront stores.
-  static constexpr bool kDqColPerm = kDqSw128 && !kByProduct;
+  // hd96's 16-float groups with their own permutation). By product (hd192,
+  // hd256) the same stores measured 2-7% slower at hd256 (kernel notes, sm90
+  // backward v25): that path keeps the plain order and its 4-wavefront stores.
+  static constexpr bool kDqColPerm = !kByProduct;
   using DqAtom = std::conditional_t<kDqSw128, GMMA::Layout_K_SW128_Atom<float>, GMMA::Layout_K_SW64_Atom<float>>;
   using SmemLayoutQ = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>, Int<kStages>>{}));
   using SmemLayoutKV = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));

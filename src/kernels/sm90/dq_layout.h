@@ -16,7 +16,7 @@
 // two chunks then differ in chunk bit 2 (x2, from t%4), which rows 0-3 leave
 // alone: 8 distinct chunks, every bank once. The TMA adds the tile as it is;
 // dq_convert_perm_kernel below reads the columns back in order. Used where
-// BwdTraits::kDqColPerm: the by-keys path (hd64, hd128); by product (hd192,
+// BwdTraits::kDqColPerm: the by-keys path (hd64, hd96, hd128); by product (hd192,
 // hd256) the same stores measured slower and keep the plain order.
 #pragma once
 
@@ -28,12 +28,25 @@
 
 namespace flashattn::sm90 {
 
-// Accumulator column of dQ column x (x's bits 2 -> 4, 3-4 -> 2-3).
-CUTE_HOST_DEVICE constexpr int dq_acc_col(int x) { return (x & ~31) | ((x & 4) << 2) | ((x & 24) >> 1) | (x & 3); }
+// Accumulator column of dQ column x. kBits = 3 (128-byte rows, 32 floats):
+// x's bits [x4 x3 x2] as [x2 x4 x3]; kBits = 2 (64-byte rows, 16 floats, hd96):
+// [x3 x2] as [x2 x3]. Either way the half warp's two chunks of a row (x2,
+// from t%4) move to the chunk bit that its rows' swizzle leaves alone.
+template <int kBits = 3>
+CUTE_HOST_DEVICE constexpr int dq_acc_col(int x) {
+  if constexpr (kBits == 3) return (x & ~31) | ((x & 4) << 2) | ((x & 24) >> 1) | (x & 3);
+  else return (x & ~15) | ((x & 4) << 1) | ((x & 8) >> 1) | (x & 3);
+}
+// Where columns c + 4..c + 7 sit, from dq_acc_col(c) (c % 8 == 0).
+template <int kBits = 3>
+constexpr int kDqAccHalf = kBits == 3 ? 16 : 8;
 
-// The same on byte offsets of fp32 elements (bits 4 -> 6, 5-6 -> 4-5).
+// The same on byte offsets of fp32 elements (kBits 3: bits 4 -> 6, 5-6 -> 4-5;
+// kBits 2: bits 4 <-> 5).
+template <int kBits = 3>
 CUTE_HOST_DEVICE constexpr uint32_t dq_perm_bytes(uint32_t b) {
-  return (b & ~0x70u) | ((b & 0x10u) << 2) | ((b & 0x60u) >> 1);
+  if constexpr (kBits == 3) return (b & ~0x70u) | ((b & 0x10u) << 2) | ((b & 0x60u) >> 1);
+  else return (b & ~0x30u) | ((b & 0x10u) << 1) | ((b & 0x20u) >> 1);
 }
 
 // The 128-byte swizzle on byte offsets within 1024-byte-aligned tiles (kBits =
@@ -45,15 +58,17 @@ CUTE_HOST_DEVICE constexpr uint32_t swizzle_bytes(uint32_t b) {
 
 // Staging store addresses, permuted. Both maps are linear over XOR, and a
 // thread's first element's offset (base) shares no bit with any element's
-// offset from it (host check: tools/host_checks/dq_staging_offsets.h), so
+// offset from it (host check: tools/host_checks/sm90_bwd_dq_perm.cu; at hd96
+// only within the group's tile, whose start the kernel adds to the pointer), so
 //   swizzle(perm(base + d)) = swizzle(perm(base)) ^ swizzle(perm(d)):
 // one per-thread value, then one XOR with a constant per store.
+template <int kBits = 3>
 CUTE_HOST_DEVICE constexpr uint32_t dq_stage_base(uint32_t base_elems) {
-  return swizzle_bytes(dq_perm_bytes(base_elems * 4u));
+  return swizzle_bytes<kBits>(dq_perm_bytes<kBits>(base_elems * 4u));
 }
-template <typename Offsets>
+template <int kBits = 3, typename Offsets>
 CUTE_HOST_DEVICE uint32_t dq_stage_offset(const Offsets& off, uint32_t stage_base, int e) {
-  return stage_base ^ swizzle_bytes(dq_perm_bytes(uint32_t(off(e) - off(0)) * 4u));
+  return stage_base ^ swizzle_bytes<kBits>(dq_perm_bytes<kBits>(uint32_t(off(e) - off(0)) * 4u));
 }
 
 // dQ from the permuted accumulator: detail::dq_convert_kernel (no scale: the
@@ -61,9 +76,9 @@ CUTE_HOST_DEVICE uint32_t dq_stage_offset(const Offsets& off, uint32_t stage_bas
 // (a kernel of its own, not a flag on the shared one, so that the portable
 // backward's objects stay as they were; fold the two together the next time
 // kernels/common/bwd_common.cuh changes);
-// columns c..c+3 (c % 8 == 0) sit at dq_acc_col(c) = (c & ~31) + (c & 31) / 2,
-// c+4..c+7 16 floats further on.
-template <typename Element>
+// columns c..c+3 (c % 8 == 0) sit at dq_acc_col(c) (kBits 3: (c & ~31) + (c &
+// 31) / 2), c+4..c+7 kDqAccHalf floats further on.
+template <typename Element, int kBits = 3>
 __global__ void dq_convert_perm_kernel(const __grid_constant__ detail::BwdKernelParams p) {
   const int lanes = detail::row_lanes(p.head_dim_qk);
   const int t = blockIdx.x * blockDim.x + threadIdx.x, sub = threadIdx.x % lanes;
@@ -74,9 +89,9 @@ __global__ void dq_convert_perm_kernel(const __grid_constant__ detail::BwdKernel
   const float* acc = p.dq_accum + detail::row_slot(p, sl, b, h, i) * p.head_dim_qk;
   auto* dq = static_cast<Element*>(p.dq) + sl.q_row(b, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride, h, i);
   for (int c = sub * 8; c < p.head_dim_qk; c += lanes * 8) {
-    const int at = dq_acc_col(c);
+    const int at = dq_acc_col<kBits>(c);
     const float4 lo = *reinterpret_cast<const float4*>(acc + at);
-    const float4 hi = *reinterpret_cast<const float4*>(acc + at + 16);
+    const float4 hi = *reinterpret_cast<const float4*>(acc + at + kDqAccHalf<kBits>);
     const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
     uint4 out;
     Element* oe = reinterpret_cast<Element*>(&out);
