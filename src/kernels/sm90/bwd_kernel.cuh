@@ -598,7 +598,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     // fp32 dQ staging of both groups and their TMA reduce-adds into the
     // accumulator. The dQ product writes through SmemLayoutdQMma, which spans
     // both groups' tiles of a buffer (group g's columns / rows are its tile);
-    // columns permuted within 32-float groups (Traits::kDqColPerm, dq_layout.h).
+    // columns permuted within 32-float groups, 16 at hd96 (Traits::kDqColPerm,
+    // dq_layout.h).
     Tensor tdQoff = thr_dq.partition_C(
         make_tensor(counting_iterator<int>{0}, typename Traits::SmemLayoutdQMma{}.layout_b()));
     char* const sdQ_bytes = reinterpret_cast<char*>(smem.dq.data());

@@ -31,7 +31,7 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
   using TileK = Shape<Int<Traits::kBlockN>, Int<kHeadDim>>;
   const auto smem_q = take<0, 2>(typename Traits::SmemLayoutQ{});
   // The fp32 dQ accumulator: row slots in LSE order ([B, Hq, Sq] or [Hq, total_q]),
-  // head_dim_qk floats each (columns permuted within 32-float groups where
+  // head_dim_qk floats each (columns permuted within 32- or 16-float groups where
   // Traits::kDqColPerm: dq_layout.h).
   const int64_t acc_head = rows_q * kHeadDim;
   BwdArgs<Traits> args{

@@ -180,7 +180,7 @@ struct BwdTraits {
   // the byte swizzle's width (Swizzle<3,4,3> or <2,4,3>) for the staging stores.
   static constexpr bool kDqSw128 = kDqCols % 32 == 0;
   static constexpr int kDqSwizzleBits = kDqSw128 ? 3 : 2;
-  // The accumulator's columns permuted within 32-float groups (dq_layout.h) so
+  // The accumulator's columns permuted within 32-float groups (16 at hd96; dq_layout.h) so
   // that the staging stores are free of bank conflicts: by keys (hd64, hd128;
   // hd96's 16-float groups with their own permutation). By product (hd192,
   // hd256) the same stores measured 2-7% slower at hd256 (kernel notes, sm90
