@@ -20,12 +20,11 @@
 template <typename Tr, typename Offsets>
 uint32_t kernel_dq_stage_offset(const Offsets& off, uint32_t base_elems, int e) {
   using namespace flashattn::sm90;
-  if constexpr (Tr::kDqColPerm && Tr::kDqSwizzleBits == 3) {
-    return dq_stage_offset(off, dq_stage_base(base_elems), e);
-  } else if constexpr (Tr::kDqColPerm) {  // hd96: the group's tile start in the pointer
+  if constexpr (Tr::kDqColPerm) {  // at hd96 the group's tile start goes into the pointer
+    constexpr int kBits = Tr::kDqSwizzleBits;
     constexpr uint32_t kTile = cute::cosize_v<typename Tr::SmemLayoutdQ>;
-    const uint32_t tile = base_elems / kTile * kTile;
-    return tile * 4u + dq_stage_offset<2>(off, dq_stage_base<2>(base_elems - tile), e);
+    const uint32_t tile = kBits == 2 ? base_elems / kTile * kTile : 0;
+    return tile * 4u + dq_stage_offset<kBits>(off, dq_stage_base<kBits>(base_elems - tile), e);
   } else {
     return swizzled_byte_offset<float, Tr::kDqSwizzleBits>(off, base_elems, e);
   }

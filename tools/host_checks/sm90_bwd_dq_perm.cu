@@ -11,7 +11,7 @@
 //  3. banks: shared-memory wavefronts of each warp's float2 store, counted per
 //     half warp (a 64-bit store's unit) as the most distinct 4-byte words any
 //     bank receives; the permuted layouts must reach the ideal 2;
-//  4. dq_convert_perm_kernel's reads (dq_acc_col(c), + 16) cover columns c..c+7.
+//  4. the conversion's reads (DqPermCols: at(c), + kHalf) cover columns c..c+7.
 #include <cstdio>
 #include <map>
 #include <set>
@@ -86,7 +86,8 @@ int run(const char* name) {
   // The conversion's reads: columns c..c+3 and c+4..c+7 (c % 8 == 0).
   if constexpr (Tr::kDqColPerm)
     for (int c = 0; c < Tr::kHeadDim; c += 8) {
-      const int lo_at = dq_acc_col<Tr::kDqSwizzleBits>(c), hi_at = lo_at + kDqAccHalf<Tr::kDqSwizzleBits>;
+      using Cols = DqPermCols<Tr::kDqSwizzleBits>;
+      const int lo_at = Cols::at(c), hi_at = lo_at + Cols::kHalf;
       if (Tr::kDqSwizzleBits == 3 && lo_at != (c & ~31) + ((c & 31) >> 1)) ++bad;
       for (int u = 0; u < 4; ++u) {
         ++checks;

@@ -75,10 +75,18 @@ __global__ void row_dot_kernel(const __grid_constant__ BwdKernelParams p) {
       *reinterpret_cast<float4*>(p.dq_accum + slot * p.head_dim_qk + c) = make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
+// Where the accumulator keeps dQ's columns c..c+3 and c+4..c+7 (c % 8 == 0):
+// in order here; the Hopper backward's permuted order is sm90::DqPermCols.
+struct DqPlainCols {
+  __host__ __device__ static int at(int c) { return c; }
+  static constexpr int kHalf = 4;  // c+4..c+7, from at(c)
+};
+
 // dQ = the fp32 accumulator in dQ's dtype, times the softmax scale where the
 // kernel that summed it left the scale out of dS (kScale: the sm80 backward), a
-// lane group per row (row_lanes of head_dim_qk), 8 columns per lane and step.
-template <typename Element, bool kScale = false>
+// lane group per row (row_lanes of head_dim_qk), 8 columns per lane and step;
+// Cols: the accumulator's column order.
+template <typename Element, bool kScale = false, typename Cols = DqPlainCols>
 __global__ void dq_convert_kernel(const __grid_constant__ BwdKernelParams p) {
   const int lanes = row_lanes(p.head_dim_qk);
   const int t = blockIdx.x * blockDim.x + threadIdx.x, sub = threadIdx.x % lanes;
@@ -89,8 +97,9 @@ __global__ void dq_convert_kernel(const __grid_constant__ BwdKernelParams p) {
   const float* acc = p.dq_accum + row_slot(p, sl, b, h, i) * p.head_dim_qk;
   auto* dq = static_cast<Element*>(p.dq) + sl.q_row(b, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride, h, i);
   for (int c = sub * 8; c < p.head_dim_qk; c += lanes * 8) {
-    const float4 lo = *reinterpret_cast<const float4*>(acc + c);
-    const float4 hi = *reinterpret_cast<const float4*>(acc + c + 4);
+    const int at = Cols::at(c);
+    const float4 lo = *reinterpret_cast<const float4*>(acc + at);
+    const float4 hi = *reinterpret_cast<const float4*>(acc + at + Cols::kHalf);
     const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
     uint4 out;
     Element* oe = reinterpret_cast<Element*>(&out);

@@ -24,6 +24,7 @@
 #include "kernels/common/seqlen.h"
 #include "kernels/common/step_walk.h"
 #include "kernels/sm90/bwd_order.h"
+#include "kernels/sm90/bwd_scores.cuh"
 #include "kernels/sm90/bwd_traits.h"
 #include "kernels/sm90/dq_layout.h"
 #include "kernels/sm90/mma_utils.cuh"
@@ -44,126 +45,12 @@ using detail::BwdKernelParams;
 // being hoisted out of the loop, 64 registers' worth.
 template <typename T, int kBits = 3, typename Offsets>
 CUTE_HOST_DEVICE uint32_t swizzled_byte_offset(const Offsets& off, uint32_t base, int e) {
-  const uint32_t b = (base + uint32_t(off(e) - off(0))) * uint32_t(sizeof(T));
-  return b ^ ((b >> 3) & (((1u << kBits) - 1u) << 4));
+  return swizzle_bytes<kBits>((base + uint32_t(off(e) - off(0))) * uint32_t(sizeof(T)));
 }
 __device__ __forceinline__ uint32_t opaque(uint32_t x) {
   asm volatile("" : "+r"(x));
   return x;
 }
-
-// The query rows that see each of this thread's two keys, [lo, hi) from the
-// mask, empty for keys past the sequence: a row sees key j iff it lies in
-// row_begin(j)..row_end(j), the same test as col_begin(i) <= j < col_end(i),
-// with two ranges per thread instead of two per query column.
-struct KeyRows {
-  int lo[2], hi[2];
-  template <typename Coord>
-  __device__ __forceinline__ KeyRows(const Coord& coord, const detail::Mask& mask, int c0, int seqlen_k) {
-    CUTE_UNROLL
-    for (int mi = 0; mi < 2; ++mi) {
-      const int j = c0 + get<0>(coord(mi, 0));
-      lo[mi] = j < seqlen_k ? int(mask.row_begin(j)) : 0;
-      hi[mi] = j < seqlen_k ? int(mask.row_end(j)) : 0;
-    }
-  }
-  // S^T -> P^T in place (x and coord: this thread's (key, query row) view):
-  // exp2 against the rows' LSE in log2 units, masked when the tile is not
-  // whole. Query columns are taken relative to the thread's first one
-  // (constants once unrolled) against the key rows' ranges shifted to match.
-  template <typename X, typename Coord>
-  __device__ __forceinline__ void probs(X& x, const Coord& coord, const float* lse_log2, bool need_mask, int m0,
-                                        float scale_log2) const {
-    const int q0 = get<1>(coord(0, 0));
-    if (need_mask) {
-      int l[2], h[2];
-      CUTE_UNROLL
-      for (int mi = 0; mi < 2; ++mi) {
-        l[mi] = lo[mi] - m0 - q0;
-        h[mi] = hi[mi] - m0 - q0;
-      }
-      CUTE_UNROLL
-      for (int ni = 0; ni < size<1>(x); ++ni) {
-        const int il = get<1>(coord(0, ni)), q = il - q0;
-        const float lse2 = lse_log2[il];
-        CUTE_UNROLL
-        for (int mi = 0; mi < 2; ++mi)
-          x(mi, ni) = q >= l[mi] && q < h[mi] ? exp2f(fmaf(x(mi, ni), scale_log2, -lse2)) : 0.f;
-      }
-    } else {
-      CUTE_UNROLL
-      for (int ni = 0; ni < size<1>(x); ++ni) {
-        const float lse2 = lse_log2[get<1>(coord(0, ni))];
-        CUTE_UNROLL
-        for (int mi = 0; mi < 2; ++mi) x(mi, ni) = exp2f(fmaf(x(mi, ni), scale_log2, -lse2));
-      }
-    }
-  }
-  // The same with the score modifiers (ScoreMods), the forward's formula per
-  // score, the mask always tested (rows past the sequence see no key).
-  template <typename X, typename Coord, typename Mods>
-  __device__ __forceinline__ void probs_mods(X& x, const Coord& coord, const float* lse_log2, int m0,
-                                             const Mods& mods) const {
-    CUTE_UNROLL
-    for (int ni = 0; ni < size<1>(x); ++ni) {
-      const int il = get<1>(coord(0, ni)), i = m0 + il;
-      const float lse2 = lse_log2[il];
-      CUTE_UNROLL
-      for (int mi = 0; mi < 2; ++mi) {
-        const float z = mods.score(x(mi, ni), i, mods.c0 + get<0>(coord(mi, 0)));
-        x(mi, ni) = i >= lo[mi] && i < hi[mi] ? exp2f(fmaf(z, Mods::kLog2e, -lse2)) : 0.f;
-      }
-    }
-  }
-};
-
-// The contract's score modifiers in the backward (softcap, ALiBi, and a
-// non-positive scale, which the plain path's folded scale cannot take). Only
-// the elementwise code differs from the plain kernel (bwd_kernel's kMods): each
-// score is scaled, capped, biased as in the forward, then exp2 takes log2(e)
-// (kLog2e, not p.scale_log2: the deterministic mode runs here without
-// modifiers, where the host folds the scale into scale_log2).
-// dS needs softcap's derivative 1 - t^2 (t = tanh(s / cap)); rather than hold t
-// beside S^T, dP^T, dK and dV, it is recovered from P when dS is formed:
-// log2 P = (cap t - bias) log2(e) - lse2, so t = (log2 P + lse2 + bias log2(e))
-// / (cap log2(e)); where P is 0 the score does not count (dS = 0).
-struct ScoreMods {
-  static constexpr float kLog2e = 1.4426950408889634f;  // scores are scaled here, not in exp2
-  float scale, cap, inv_cap, slope, inv_cap_log2e;
-  int c0, diag_offset;  // first key of the block; key position of query row 0
-  bool alibi;
-  // Built where it is used, from the parameters (constant memory), so that the
-  // plain path holds none of it across the loop; slope: the step's head's.
-  __device__ ScoreMods(const BwdKernelParams& p, int c0_, int seqlen_q, int seqlen_k, float slope_)
-      : scale(p.softmax_scale), cap(p.softcap), inv_cap(p.softcap > 0.f ? 1.f / p.softcap : 0.f), slope(slope_),
-        inv_cap_log2e(p.softcap > 0.f ? 1.f / (p.softcap * kLog2e) : 0.f),
-        c0(c0_), diag_offset(seqlen_k - seqlen_q), alibi(p.alibi_slopes != nullptr) {}
-  __device__ __forceinline__ float bias(int i, int j) const { return slope * float(abs(i + diag_offset - j)); }
-  __device__ __forceinline__ float score(float qk, int i, int j) const {
-    float z = qk * scale;
-    if (cap > 0.f) z = cap * tanhf(z * inv_cap);
-    if (alibi) z -= bias(i, j);
-    return z;
-  }
-  // 1 - t^2 from the probability (see above); 0 where prob is 0.
-  __device__ __forceinline__ float cap_grad(float prob, float lse2, int i, int j) const {
-    const float t = (log2f(prob) + lse2 + (alibi ? bias(i, j) * kLog2e : 0.f)) * inv_cap_log2e;
-    return prob > 0.f ? 1.f - t * t : 0.f;
-  }
-  // ds *= 1 - t^2 for each score of a thread's (key, query row) tile view, with
-  // prob its probabilities, lse_log2 the step's rows' LSE and m0 its first row.
-  template <typename DS, typename P, typename Coord>
-  __device__ __forceinline__ void apply_cap_grad(DS& ds, const P& prob, const Coord& coord, const float* lse_log2,
-                                                 int m0) const {
-    CUTE_UNROLL
-    for (int ni = 0; ni < size<1>(ds); ++ni) {
-      const int il = get<1>(coord(0, ni));
-      const float lse2 = lse_log2[il];
-      CUTE_UNROLL
-      for (int mi = 0; mi < size<0>(ds); ++mi) ds(mi, ni) *= cap_grad(prob(mi, ni), lse2, m0 + il, c0 + get<0>(coord(mi, 0)));
-    }
-  }
-};
 
 template <typename Traits>
 struct BwdArgs {
@@ -643,20 +530,21 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     static_assert(kDqBufElems * sizeof(float) % 1024 == 0 && cosize_v<typename Traits::SmemLayoutdQMma> == kDqBufElems,
                   "the product's view spans one buffer, each buffer 1024-byte aligned (the byte swizzle holds)");
     auto stage_dq = [&](const auto& acc_dq, int buf) __attribute__((always_inline)) {
-      if constexpr (Traits::kDqColPerm && Traits::kDqSwizzleBits == 3) {
-        const uint32_t dq_base = opaque(dq_stage_base(uint32_t(tdQoff(0)) + uint32_t(buf * kDqBufElems)));
-        CUTE_UNROLL
-        for (int e = 0; e < size(acc_dq); e += 2)
-          *reinterpret_cast<float2*>(sdQ_bytes + dq_stage_offset(tdQoff, dq_base, e)) = make_float2(acc_dq(e), acc_dq(e + 1));
-      } else if constexpr (Traits::kDqColPerm) {
-        // hd96: the group's tile start goes into the pointer (within the tile
-        // the thread's base and its elements' offsets share no bit).
+      if constexpr (Traits::kDqColPerm) {
+        // dq_layout.h's XOR form needs the thread's base and its elements'
+        // offsets to share no bit. At hd96 that holds only within the group's
+        // tile (group 1's starts at 12 KiB, the column blocks' bits), so the
+        // tile start goes into the pointer there; elsewhere base and buffer
+        // stay in the XOR value.
+        constexpr int kBits = Traits::kDqSwizzleBits;
         constexpr int kTile = cosize_v<typename Traits::SmemLayoutdQ>;
-        char* const tile = sdQ_bytes + (buf * kDqBufElems + group * kTile) * int(sizeof(float));
-        const uint32_t dq_base = opaque(dq_stage_base<2>(uint32_t(tdQoff(0)) - uint32_t(group * kTile)));
+        const int tile = kBits == 2 ? buf * kDqBufElems + group * kTile : 0;
+        char* const dst = sdQ_bytes + tile * int(sizeof(float));
+        const uint32_t dq_base = opaque(dq_stage_base<kBits>(
+            kBits == 2 ? uint32_t(tdQoff(0)) - uint32_t(group * kTile) : uint32_t(tdQoff(0)) + uint32_t(buf * kDqBufElems)));
         CUTE_UNROLL
         for (int e = 0; e < size(acc_dq); e += 2)
-          *reinterpret_cast<float2*>(tile + dq_stage_offset<2>(tdQoff, dq_base, e)) = make_float2(acc_dq(e), acc_dq(e + 1));
+          *reinterpret_cast<float2*>(dst + dq_stage_offset<kBits>(tdQoff, dq_base, e)) = make_float2(acc_dq(e), acc_dq(e + 1));
       } else {
         const uint32_t dq_base = opaque(uint32_t(tdQoff(0)) + uint32_t(buf * kDqBufElems));
         CUTE_UNROLL

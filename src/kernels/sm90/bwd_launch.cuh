@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "kernels/sm90/bwd_kernel.cuh"
 #include "kernels/sm90/launch.h"
 
@@ -67,8 +69,8 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
   }
   if (p.seqlen_q > 0) {
     const dim3 grid(detail::row_blocks(p.seqlen_q, p.head_dim_qk), hq, batch);
-    if constexpr (Traits::kDqColPerm) dq_convert_perm_kernel<Element, Traits::kDqSwizzleBits><<<grid, detail::kRowThreads, 0, stream>>>(p);
-    else detail::dq_convert_kernel<Element><<<grid, detail::kRowThreads, 0, stream>>>(p);
+    using Cols = std::conditional_t<Traits::kDqColPerm, DqPermCols<Traits::kDqSwizzleBits>, detail::DqPlainCols>;
+    detail::dq_convert_kernel<Element, false, Cols><<<grid, detail::kRowThreads, 0, stream>>>(p);
   }
   return cudaGetLastError();
 }

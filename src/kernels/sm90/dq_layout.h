@@ -15,7 +15,7 @@
 // dq_acc_col(x): x's bits [x4 x3 x2 x1 x0] as [x2 x4 x3 x1 x0]. The half warp's
 // two chunks then differ in chunk bit 2 (x2, from t%4), which rows 0-3 leave
 // alone: 8 distinct chunks, every bank once. The TMA adds the tile as it is;
-// dq_convert_perm_kernel below reads the columns back in order. Used where
+// detail::dq_convert_kernel reads the columns back in order (DqPermCols). Used where
 // BwdTraits::kDqColPerm: the by-keys path (hd64, hd96, hd128); by product (hd192,
 // hd256) the same stores measured slower and keep the plain order.
 #pragma once
@@ -23,8 +23,6 @@
 #include <cstdint>
 
 #include <cute/config.hpp>
-
-#include "kernels/common/bwd_common.cuh"
 
 namespace flashattn::sm90 {
 
@@ -71,34 +69,12 @@ CUTE_HOST_DEVICE uint32_t dq_stage_offset(const Offsets& off, uint32_t stage_bas
   return stage_base ^ swizzle_bytes<kBits>(dq_perm_bytes<kBits>(uint32_t(off(e) - off(0)) * 4u));
 }
 
-// dQ from the permuted accumulator: detail::dq_convert_kernel (no scale: the
-// Hopper kernels fold it into dS) with each 8-column read at its permuted place
-// (a kernel of its own, not a flag on the shared one, so that the portable
-// backward's objects stay as they were; fold the two together the next time
-// kernels/common/bwd_common.cuh changes);
-// columns c..c+3 (c % 8 == 0) sit at dq_acc_col(c) (kBits 3: (c & ~31) + (c &
-// 31) / 2), c+4..c+7 kDqAccHalf floats further on.
-template <typename Element, int kBits = 3>
-__global__ void dq_convert_perm_kernel(const __grid_constant__ detail::BwdKernelParams p) {
-  const int lanes = detail::row_lanes(p.head_dim_qk);
-  const int t = blockIdx.x * blockDim.x + threadIdx.x, sub = threadIdx.x % lanes;
-  const int h = blockIdx.y, b = blockIdx.z;
-  const detail::SeqLen sl(p, b);
-  const int i = t / lanes;
-  if (i >= sl.seqlen_q) return;
-  const float* acc = p.dq_accum + detail::row_slot(p, sl, b, h, i) * p.head_dim_qk;
-  auto* dq = static_cast<Element*>(p.dq) + sl.q_row(b, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride, h, i);
-  for (int c = sub * 8; c < p.head_dim_qk; c += lanes * 8) {
-    const int at = dq_acc_col<kBits>(c);
-    const float4 lo = *reinterpret_cast<const float4*>(acc + at);
-    const float4 hi = *reinterpret_cast<const float4*>(acc + at + kDqAccHalf<kBits>);
-    const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    uint4 out;
-    Element* oe = reinterpret_cast<Element*>(&out);
-    #pragma unroll
-    for (int e = 0; e < 8; ++e) oe[e] = Element(v[e]);
-    *reinterpret_cast<uint4*>(dq + c) = out;
-  }
-}
+// The permuted order for detail::dq_convert_kernel: columns c..c+3 (c % 8 ==
+// 0) at dq_acc_col(c), c+4..c+7 kDqAccHalf floats further on.
+template <int kBits>
+struct DqPermCols {
+  CUTE_HOST_DEVICE static int at(int c) { return dq_acc_col<kBits>(c); }
+  static constexpr int kHalf = kDqAccHalf<kBits>;
+};
 
 }  // namespace flashattn::sm90
