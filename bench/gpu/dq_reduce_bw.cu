@@ -20,7 +20,7 @@
 namespace {
 
 __global__ void bulk_kernel(float* dst, const float* load_src, int64_t slots, int slot_floats, int bytes, int iters,
-                            int depth, bool reduce, bool loads, bool same = false) {
+                            int depth, bool reduce, bool loads, bool same) {
   extern __shared__ __align__(128) float tile[];
   __shared__ __align__(8) uint64_t full;
   for (int i = threadIdx.x; i < bytes / 4; i += blockDim.x) tile[i] = 1e-6f * float(i % 977);
@@ -72,6 +72,26 @@ bool check(cudaError_t e, const char* what) {
   return e == cudaSuccess;
 }
 
+struct Probe {
+  float* dst;
+  const float* src;
+  cudaEvent_t t0, t1;
+  // GB/s of `blocks` blocks issuing 400 ops of `bytes` each over `region_mib`, after a
+  // 20-op warm-up; negative when the kernel failed.
+  double gbs(int blocks, int bytes, int depth, int region_mib, bool reduce, bool loads, bool same) const {
+    constexpr int kIters = 400;
+    const int64_t slots = int64_t((size_t(region_mib) << 20) / bytes);
+    bulk_kernel<<<blocks, 128, 2 * bytes>>>(dst, src, slots, bytes / 4, bytes, 20, depth, reduce, loads, same);
+    cudaEventRecord(t0);
+    bulk_kernel<<<blocks, 128, 2 * bytes>>>(dst, src, slots, bytes / 4, bytes, kIters, depth, reduce, loads, same);
+    cudaEventRecord(t1);
+    if (!check(cudaEventSynchronize(t1), "kernel")) return -1.0;
+    float ms = 0.f;
+    cudaEventElapsedTime(&ms, t0, t1);
+    return double(blocks) * kIters * bytes / (ms * 1e-3) / 1e9;
+  }
+};
+
 }  // namespace
 
 int main(int argc, char**) {
@@ -84,54 +104,37 @@ int main(int argc, char**) {
   cudaMemset(dst, 0, big);
   cudaMemset(src, 0, big);
   cudaFuncSetAttribute(bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 128 * 1024);
-  cudaEvent_t t0, t1;
-  cudaEventCreate(&t0);
-  cudaEventCreate(&t1);
+  Probe probe{dst, src, nullptr, nullptr};
+  cudaEventCreate(&probe.t0);
+  cudaEventCreate(&probe.t1);
   if (argc > 1) {
     // `dq_reduce_bw blocks`: 32 KiB adds, two in flight, L2-resident, on 1..sms
     // blocks: whether the rate is each SM's bulk engine or the L2's total.
     std::printf("%6s %5s %5s | %9s %11s\n", "blocks", "loads", "same", "GB/s", "GB/s per SM");
-    const int bytes = 32768;
-    const int64_t slots = int64_t((size_t(16) << 20) / bytes);
     for (int same = 0; same <= 1; ++same)
-    for (int loads = 0; loads <= 1; ++loads)
-      for (int blocks : {1, 8, 33, 66, 99, sms}) {
-        bulk_kernel<<<blocks, 128, 2 * bytes>>>(dst, src, slots, bytes / 4, bytes, 20, 2, true, loads, same);
-        cudaEventRecord(t0);
-        bulk_kernel<<<blocks, 128, 2 * bytes>>>(dst, src, slots, bytes / 4, bytes, 400, 2, true, loads, same);
-        cudaEventRecord(t1);
-        if (!check(cudaEventSynchronize(t1), "kernel")) return 1;
-        float ms = 0.f;
-        cudaEventElapsedTime(&ms, t0, t1);
-        const double gbs = double(blocks) * 400 * bytes / (ms * 1e-3) / 1e9;
-        std::printf("%6d %5d %5d | %9.0f %11.2f\n", blocks, loads, same, gbs, gbs / blocks);
-      }
-    return 0;
-  }
-  std::printf("SMs %d; one block per SM, thread 0 issuing\n", sms);
-  std::printf("%-7s %5s %8s %6s %11s | %9s %11s %12s\n", "op", "loads", "bytes", "depth", "region MiB", "GB/s",
-              "GB/s per SM", "us per op");
-  for (int loads = 0; loads <= 1; ++loads)
-  for (int reduce = 1; reduce >= 0; --reduce)
-    for (int bytes : {16384, 32768, 65536})
-      for (int depth : {1, 2, 4})
-        for (int region_mib : {16, 2048}) {
-          const size_t region = size_t(region_mib) << 20;
-          const int64_t slots = int64_t(region / bytes);
-          const int iters = 400;
-          if (loads && !reduce) continue;
-          bulk_kernel<<<sms, 128, 2 * bytes>>>(dst, src, slots, bytes / 4, bytes, 20, depth, reduce, loads);  // warm-up
-          cudaEventRecord(t0);
-          bulk_kernel<<<sms, 128, 2 * bytes>>>(dst, src, slots, bytes / 4, bytes, iters, depth, reduce, loads);
-          cudaEventRecord(t1);
-          if (!check(cudaEventSynchronize(t1), "kernel")) return 1;
-          float ms = 0.f;
-          cudaEventElapsedTime(&ms, t0, t1);
-          const double total = double(sms) * iters * bytes;
-          const double gbs = total / (ms * 1e-3) / 1e9;
-          std::printf("%-7s %5d %8d %6d %11d | %9.0f %11.2f %12.3f\n", reduce ? "add.f32" : "store", loads, bytes, depth,
-                      region_mib, gbs, gbs / sms, double(bytes) / (gbs / sms * 1e9) * 1e6);
+      for (int loads = 0; loads <= 1; ++loads)
+        for (int blocks : {1, 8, 33, 66, 99, sms}) {
+          const double gbs = probe.gbs(blocks, 32768, 2, 16, true, loads, same);
+          if (gbs < 0) return 1;
+          std::printf("%6d %5d %5d | %9.0f %11.2f\n", blocks, loads, same, gbs, gbs / blocks);
         }
+  } else {
+    std::printf("SMs %d; one block per SM, thread 0 issuing\n", sms);
+    std::printf("%-7s %5s %8s %6s %11s | %9s %11s %12s\n", "op", "loads", "bytes", "depth", "region MiB", "GB/s",
+                "GB/s per SM", "us per op");
+    for (int loads = 0; loads <= 1; ++loads)
+      for (int reduce = 1; reduce >= 0; --reduce) {
+        if (loads && !reduce) continue;  // loads beside the adds only
+        for (int bytes : {16384, 32768, 65536})
+          for (int depth : {1, 2, 4})
+            for (int region_mib : {16, 2048}) {
+              const double gbs = probe.gbs(sms, bytes, depth, region_mib, reduce, loads, false);
+              if (gbs < 0) return 1;
+              std::printf("%-7s %5d %8d %6d %11d | %9.0f %11.2f %12.3f\n", reduce ? "add.f32" : "store", loads, bytes,
+                          depth, region_mib, gbs, gbs / sms, double(bytes) / (gbs / sms * 1e9) * 1e6);
+            }
+      }
+  }
   cudaFree(dst);
   cudaFree(src);
   return 0;
