@@ -43,6 +43,17 @@ __device__ __forceinline__ void atomic_add_pair(float* dst, float a, float b) {
 #endif
 }
 
+// The fp32 dQ accumulator's layout on this path: within each (batch, query
+// head) run of row slots, the rows of every whole block of 8 keep their 8 x 8
+// tiles of columns contiguous (256 B each), so that one warp's pair atomics (8
+// rows x 4 lanes x 2 columns) hit two 128-byte lines instead of eight; the last
+// rows of a run (seqlen_q % 8) stay row-major. The same set of offsets as the
+// row-major layout, so zeroing it row by row is unchanged. Offset of (row r,
+// column c) from the start of r's run, head_dim a multiple of 8 (the contract).
+__host__ __device__ __forceinline__ int dq_blocked_offset(int r, int c, int head_dim) {
+  return (r & ~7) * head_dim + (c & ~7) * 8 + (r & 7) * 8 + (c & 7);
+}
+
 // Adds a (kBlockM x kDqChunk) block of dQ partial sums, columns col0.. of the
 // fp32 accumulator, where every row and column of the block is in the problem
 // (a query tile inside the sequence, and head_dim_qk == kRowStride, the
@@ -53,11 +64,14 @@ __device__ __forceinline__ void atomic_add_pair(float* dst, float a, float b) {
 // bench/results/2026-12-01_h200_ncu_s15_sm80_bwd_vs_fa2.txt).
 template <int kRowStride, typename Acc, typename Coord>
 __device__ __forceinline__ void atomic_add_dq_whole(const Acc& acc, const Coord& coord, float* rows, int col0) {
-  float* const base = rows + get<0>(coord(0)) * kRowStride + col0 + get<1>(coord(0));
+  const int r0 = get<0>(coord(0)), c0 = col0 + get<1>(coord(0));
+  float* const base = rows + dq_blocked_offset(r0, c0, kRowStride);
   CUTE_UNROLL
   for (int e = 0; e < size(acc); e += 2) {
-    // (row, column) minus the thread's first: compile-time once unrolled.
-    const int off = (get<0>(coord(e)) - get<0>(coord(0))) * kRowStride + get<1>(coord(e)) - get<1>(coord(0));
+    // A pair's (row, column) differs from the thread's first by multiples of 8
+    // in both (m16n8 atoms), so it lies in the same place of another 8 x 8
+    // block: compile-time offsets once unrolled.
+    const int off = (get<0>(coord(e)) - get<0>(coord(0))) * kRowStride + (get<1>(coord(e)) - get<1>(coord(0))) * 8;
     atomic_add_pair(base + off, acc(e), acc(e + 1));
   }
 }
