@@ -6,7 +6,7 @@
 //                   visible query tiles of every query head in the group, and
 //                   (default mode) dQ += dS K into the fp32 accumulator with
 //                   atomics: five tile products per step;
-//   dq_convert_kernel: the accumulator to dQ's dtype and layout.
+//   dq_convert_blocked_kernel: the accumulator to dQ's dtype and layout.
 // Deterministic mode replaces the atomics with dq_kernel, one block per query
 // tile over the visible keys: every gradient element is then written by one
 // block, bitwise reproducible, at the price of recomputing S and dP there (7
@@ -26,7 +26,6 @@
 namespace flashattn::sm80 {
 
 using detail::BwdKernelParams;
-using detail::dq_convert_kernel;
 using detail::lse_log2_of;
 using detail::row_dot_kernel;
 using detail::row_slot;
@@ -43,6 +42,17 @@ __device__ __forceinline__ void atomic_add_pair(float* dst, float a, float b) {
 #endif
 }
 
+// The fp32 dQ accumulator's layout on this path: within each (batch, query
+// head) run of row slots, the rows of every whole block of 8 keep their 8 x 8
+// tiles of columns contiguous (256 B each), so that one warp's pair atomics (8
+// rows x 4 lanes x 2 columns) hit two 128-byte lines instead of eight; the last
+// rows of a run (seqlen_q % 8) stay row-major. The same set of offsets as the
+// row-major layout, so zeroing it row by row is unchanged. Offset of (row r,
+// column c) from the start of r's run, head_dim a multiple of 8 (the contract).
+__host__ __device__ __forceinline__ int dq_blocked_offset(int r, int c, int head_dim) {
+  return (r & ~7) * head_dim + (c & ~7) * 8 + (r & 7) * 8 + (c & 7);
+}
+
 // Adds a (kBlockM x kDqChunk) block of dQ partial sums, columns col0.. of the
 // fp32 accumulator, where every row and column of the block is in the problem
 // (a query tile inside the sequence, and head_dim_qk == kRowStride, the
@@ -53,24 +63,59 @@ __device__ __forceinline__ void atomic_add_pair(float* dst, float a, float b) {
 // bench/results/2026-12-01_h200_ncu_s15_sm80_bwd_vs_fa2.txt).
 template <int kRowStride, typename Acc, typename Coord>
 __device__ __forceinline__ void atomic_add_dq_whole(const Acc& acc, const Coord& coord, float* rows, int col0) {
-  float* const base = rows + get<0>(coord(0)) * kRowStride + col0 + get<1>(coord(0));
+  const int r0 = get<0>(coord(0)), c0 = col0 + get<1>(coord(0));
+  float* const base = rows + dq_blocked_offset(r0, c0, kRowStride);
   CUTE_UNROLL
   for (int e = 0; e < size(acc); e += 2) {
-    // (row, column) minus the thread's first: compile-time once unrolled.
-    const int off = (get<0>(coord(e)) - get<0>(coord(0))) * kRowStride + get<1>(coord(e)) - get<1>(coord(0));
+    // A pair's (row, column) differs from the thread's first by multiples of 8
+    // in both (m16n8 atoms), so it lies in the same place of another 8 x 8
+    // block: compile-time offsets once unrolled.
+    const int off = (get<0>(coord(e)) - get<0>(coord(0))) * kRowStride + (get<1>(coord(e)) - get<1>(coord(0))) * 8;
     atomic_add_pair(base + off, acc(e), acc(e + 1));
   }
 }
 
 // The same for any tile: rows past valid_rows and columns past head_dim (the
-// accumulator's row stride) are skipped.
+// accumulator's row stride) are skipped; rows from blocked_rows on (the run's
+// last seqlen_q % 8) are row-major.
 template <typename Acc, typename Coord>
 __device__ __forceinline__ void atomic_add_dq_checked(const Acc& acc, const Coord& coord, float* rows, int head_dim,
-                                                      int valid_rows, int col0) {
+                                                      int valid_rows, int blocked_rows, int col0) {
   CUTE_UNROLL
   for (int e = 0; e < size(acc); e += 2) {
     const int r = get<0>(coord(e)), c = col0 + get<1>(coord(e));
-    if (r < valid_rows && c < head_dim) atomic_add_pair(rows + int64_t(r) * head_dim + c, acc(e), acc(e + 1));
+    const int off = r < blocked_rows ? dq_blocked_offset(r, c, head_dim) : r * head_dim + c;
+    if (r < valid_rows && c < head_dim) atomic_add_pair(rows + off, acc(e), acc(e + 1));
+  }
+}
+
+// dQ = the accumulator (dq_blocked_offset's layout) in dQ's dtype, times the
+// softmax scale: a lane group per row (row_lanes of head_dim_qk), 8 columns
+// per lane and step, which are contiguous in either part of the layout.
+// (The Hopper backward's accumulator is row-major: detail::dq_convert_kernel.)
+template <typename Element>
+__global__ void dq_convert_blocked_kernel(const __grid_constant__ BwdKernelParams p) {
+  const int lanes = detail::row_lanes(p.head_dim_qk);
+  const int t = blockIdx.x * blockDim.x + threadIdx.x, sub = threadIdx.x % lanes;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const detail::SeqLen sl(p, b);
+  const int i = t / lanes;
+  if (i >= sl.seqlen_q) return;
+  const int d = int(p.head_dim_qk);
+  const bool blocked = i < (int(sl.seqlen_q) & ~7);
+  // Column c % 8 == 0 of row i: blocked, at the row block's start + c * 8 + (i % 8) * 8.
+  const float* acc = p.dq_accum + row_slot(p, sl, b, h, blocked ? i & ~7 : i) * d + (blocked ? (i & 7) * 8 : 0);
+  const int col_scale = blocked ? 8 : 1;
+  auto* dq = static_cast<Element*>(p.dq) + sl.q_row(b, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride, h, i);
+  for (int c = sub * 8; c < d; c += lanes * 8) {
+    const float4 lo = *reinterpret_cast<const float4*>(acc + c * col_scale);
+    const float4 hi = *reinterpret_cast<const float4*>(acc + c * col_scale + 4);
+    const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    uint4 out;
+    Element* oe = reinterpret_cast<Element*>(&out);
+    CUTE_UNROLL
+    for (int e = 0; e < 8; ++e) oe[e] = Element(v[e] * p.softmax_scale);
+    *reinterpret_cast<uint4*>(dq + c) = out;
   }
 }
 
@@ -335,7 +380,7 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
         gemm_ss(acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, mma_dq, copy_at_dq, copy_bt_dq, thr_at_dq, thr_bt_dq);
         constexpr int col0 = decltype(chunk)::value * kDqChunk;
         if (whole) atomic_add_dq_whole<kHeadDim>(acc_dq, tdQcdQ, dq_rows, col0);
-        else atomic_add_dq_checked(acc_dq, tdQcdQ, dq_rows, int(p.head_dim_qk), seqlen_q - m0, col0);
+        else atomic_add_dq_checked(acc_dq, tdQcdQ, dq_rows, int(p.head_dim_qk), seqlen_q - m0, (seqlen_q & ~7) - m0, col0);
       });
     }
     if constexpr (kLateLoad)

@@ -36,7 +36,7 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
   }
 
   if (p.seqlen_q > 0 && p.dq_accum != nullptr) {
-    dq_convert_kernel<Element, true><<<dim3(detail::row_blocks(p.seqlen_q, p.head_dim_qk), hq, batch), detail::kRowThreads, 0, stream>>>(p);
+    dq_convert_blocked_kernel<Element><<<dim3(detail::row_blocks(p.seqlen_q, p.head_dim_qk), hq, batch), detail::kRowThreads, 0, stream>>>(p);
   } else if (p.seqlen_q > 0) {
     auto dq = dq_kernel<Traits, kMods>;
     static const cudaError_t dq_attr = allow_smem(dq, Traits::kSmemQ);
