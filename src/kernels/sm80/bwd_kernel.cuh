@@ -128,6 +128,11 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
   constexpr int kThreads = Traits::kThreadsKV, kStages = Traits::kStagesQ;
   constexpr int kDqChunk = Traits::kDqChunk;
   constexpr bool kLateLoad = Traits::kLateLoad;
+  // P formed before the dP^T product (and, at 128-row steps, dQ's atomics
+  // spread over dK's product): the 128-key blocks without score modifiers
+  // (hd64-hd128), +9-14% at hd64 and +1-3% at hd128; the 64-key blocks of
+  // hd192 / hd256 lost 0.5-1.5% with it (kernel notes, sm80 backward v18).
+  constexpr bool kEarlyP = !kMods && kBlockN == 128;
   // Stages issued at the step's start (hd96-hd256): one barrier a step, not
   // two. The closing one held every warp behind the slowest one's dQ atomics
   // (8.5% of the warps' stall samples at hd128, ncu): +0.5-1.7% without it
@@ -314,6 +319,13 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
     clear(acc_s);
     clear(acc_dp);
     gemm_ss(acc_s, tSrK, tSrQ, tSsK, stage_at(tSsQ, q_stage), mma_sdp, copy_a_sdp, copy_b_sdp, thr_a_sdp, thr_b_sdp);
+    if constexpr (!kEarlyP) {
+      gemm_ss(acc_dp, tdPrV, tdPrdO, tdPsV, stage_at(tdPsdO, q_stage), mma_sdp, copy_a_sdp, copy_b_sdp, thr_a_sdp, thr_b_sdp);
+      // kLateLoad: the next step's stage issued here instead, its address math
+      // beside the products. The other stage was last read by the previous step,
+      // which ended at a barrier.
+      if (kLateLoad && step + 1 < n_steps) load_step(step + 1, stage ^ 1);
+    }
 
     const float slope = (kMods && p.alibi_slopes) ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.f;
     const bool need_mask = !mask.tile_full(m0, min(m0 + kBlockM, seqlen_q), c0, c0 + kBlockN);
@@ -321,23 +333,26 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
     const float* d_row = s_d + stage * kBlockM;
     Tensor s = make_tensor(acc_s.data(), acc_rowcol(acc_s.layout()));
     Tensor dp = make_tensor(acc_dp.data(), acc_rowcol(acc_dp.layout()));
-    if constexpr (!kMods) {
-      // Without score modifiers P needs S^T alone: it is formed and stored
-      // before the dP^T product, so that its exponentials and stores issue
-      // beside that product's, and dS^T is a subtract and a multiply after it.
-      // Masked scores become -inf first, on the tiles that cut the mask only.
-      if (need_mask) {
+    // Without score modifiers, masked scores become -inf here, on the tiles that
+    // cut the mask only, so the per-score passes below do no index math.
+    if (!kMods && need_mask) {
+      CUTE_UNROLL
+      for (int ni = 0; ni < size<1>(s); ++ni) {
+        const int i = m0 + get<1>(coord(0, ni));
+        const int lo = int(mask.col_begin(i)), hi = int(mask.col_end(i));
         CUTE_UNROLL
-        for (int ni = 0; ni < size<1>(s); ++ni) {
-          const int i = m0 + get<1>(coord(0, ni));
-          const int lo = int(mask.col_begin(i)), hi = int(mask.col_end(i));
-          CUTE_UNROLL
-          for (int mi = 0; mi < size<0>(s); ++mi) {
-            const int j = c0 + get<0>(coord(mi, ni));
-            if (j < lo || j >= hi) s(mi, ni) = -INFINITY;
-          }
+        for (int mi = 0; mi < size<0>(s); ++mi) {
+          const int j = c0 + get<0>(coord(mi, ni));
+          if (j < lo || j >= hi) s(mi, ni) = -INFINITY;
         }
       }
+    }
+    // P^T and dS^T go through shared memory: the dK/dV products need them as
+    // A operands split differently across warps than the S^T product made them.
+    if constexpr (kEarlyP) {
+      // P from S^T alone, before the dP^T product: its exponentials then issue
+      // among that product's loads and MMAs. It is stored after the product,
+      // since the compiler keeps shared-memory stores and ldmatrix in order.
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(s); ++ni) {
         const int il = get<1>(coord(0, ni));
@@ -345,20 +360,14 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
         CUTE_UNROLL
         for (int mi = 0; mi < size<0>(s); ++mi) s(mi, ni) = exp2f(fmaf(s(mi, ni), p.scale_log2, -lse2));
       }
-    }
-    gemm_ss(acc_dp, tdPrV, tdPrdO, tdPsV, stage_at(tdPsdO, q_stage), mma_sdp, copy_a_sdp, copy_b_sdp, thr_a_sdp, thr_b_sdp);
-    // kLateLoad: the next step's stage issued here instead, its address math
-    // beside the products. The other stage was last read by the previous step,
-    // which ended at a barrier.
-    if constexpr (!kMods) cute::copy(copy_c, thr_c.retile_S(convert_fragment<Element>(acc_s)), tPsP);
-    if (kLateLoad && step + 1 < n_steps) load_step(step + 1, stage ^ 1);
-
-    if constexpr (!kMods) {
+      gemm_ss(acc_dp, tdPrV, tdPrdO, tdPsV, stage_at(tdPsdO, q_stage), mma_sdp, copy_a_sdp, copy_b_sdp, thr_a_sdp, thr_b_sdp);
+      cute::copy(copy_c, thr_c.retile_S(convert_fragment<Element>(acc_s)), tPsP);
+      if (kLateLoad && step + 1 < n_steps) load_step(step + 1, stage ^ 1);  // as above
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(s); ++ni) {
         const float d = d_row[get<1>(coord(0, ni))];
         CUTE_UNROLL
-        for (int mi = 0; mi < size<0>(s); ++mi) dp(mi, ni) = s(mi, ni) * (dp(mi, ni) - d);
+        for (int mi = 0; mi < size<0>(s); ++mi) dp(mi, ni) = s(mi, ni) * (dp(mi, ni) - d);  // score_grad's dS
       }
     } else {
       CUTE_UNROLL
@@ -371,15 +380,13 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
         for (int mi = 0; mi < size<0>(s); ++mi) {
           const int j = c0 + get<0>(coord(mi, ni));
           const bool visible = j >= lo && j < hi;
-          const bool keep = p.dropout_p > 0.f ? p.rng.keep(b, h, i, j) : true;
+          const bool keep = kMods && p.dropout_p > 0.f ? p.rng.keep(b, h, i, j) : true;
           float pv, ds;
           score_grad<kMods>(p, s(mi, ni), dp(mi, ni), lse2, d, slope, i, j, diag_offset, visible, keep, pv, ds);
           s(mi, ni) = pv;
           dp(mi, ni) = ds;
         }
       }
-      // P^T and dS^T go through shared memory: the dK/dV products need them as
-      // A operands split differently across warps than the S^T product made them.
       cute::copy(copy_c, thr_c.retile_S(convert_fragment<Element>(acc_s)), tPsP);
     }
     cute::copy(copy_c, thr_c.retile_S(convert_fragment<Element>(acc_dp)), tdSsdS);
@@ -387,6 +394,8 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
     gemm_ss(acc_dv, tdVrP, tdVrdOt, tdVsP, stage_at(tdVsdOt, q_stage), mma_dkv, copy_a_dkv, copy_bt_dkv, thr_a_dkv, thr_bt_dkv);
     if constexpr (!kLateLoad)
       gemm_ss(acc_dk, tdKrdS, tdKrQt, tdKsdS, stage_at(tdKsQt, q_stage), mma_dkv, copy_a_dkv, copy_bt_dkv, thr_a_dkv, thr_bt_dkv);
+    // kLateLoad (128-row steps): dQ and its atomics before dK, so that the atomics
+    // leave under dK's product (sm80 backward v8). dk_done: dK's product has run.
     bool dk_done = !kLateLoad;
     if (p.dq_accum != nullptr) {
       // dQ(m0 rows) += dS K, kDqChunk columns at a time, added into fp32 with atomics.
@@ -400,7 +409,7 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
         clear(acc_dq);
         gemm_ss(acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, mma_dq, copy_at_dq, copy_bt_dq, thr_at_dq, thr_bt_dq);
         constexpr int col0 = decltype(chunk)::value * kDqChunk;
-        if constexpr (kLateLoad && kHeadDim == kDqChunk) {
+        if constexpr (kEarlyP && kLateLoad && kHeadDim == kDqChunk) {
           // 128-row steps: dK's product runs with the atomics spread over its
           // k-slices, so that they leave under it rather than as one burst
           // whose source registers dK's first loads then wait for.
