@@ -61,12 +61,13 @@ __host__ __device__ __forceinline__ int dq_blocked_offset(int r, int c, int head
 // per pair (two compares, a branch, a 64-bit address), the larger part of the
 // dK/dV step's excess instructions over FlashAttention-2's (ncu,
 // bench/results/2026-12-01_h200_ncu_s15_sm80_bwd_vs_fa2.txt).
-template <int kRowStride, typename Acc, typename Coord>
+template <int kRowStride, int kBegin = 0, int kEnd = -1, typename Acc, typename Coord>
 __device__ __forceinline__ void atomic_add_dq_whole(const Acc& acc, const Coord& coord, float* rows, int col0) {
+  constexpr int kLast = kEnd < 0 ? int(decltype(size(acc))::value) : kEnd;
   const int r0 = get<0>(coord(0)), c0 = col0 + get<1>(coord(0));
   float* const base = rows + dq_blocked_offset(r0, c0, kRowStride);
   CUTE_UNROLL
-  for (int e = 0; e < size(acc); e += 2) {
+  for (int e = kBegin; e < kLast; e += 2) {
     // A pair's (row, column) differs from the thread's first by multiples of 8
     // in both (m16n8 atoms), so it lies in the same place of another 8 x 8
     // block: compile-time offsets once unrolled.
@@ -127,6 +128,11 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
   constexpr int kThreads = Traits::kThreadsKV, kStages = Traits::kStagesQ;
   constexpr int kDqChunk = Traits::kDqChunk;
   constexpr bool kLateLoad = Traits::kLateLoad;
+  // P formed before the dP^T product (and, at 128-row steps, dQ's atomics
+  // spread over dK's product): the 128-key blocks without score modifiers
+  // (hd64-hd128), +9-14% at hd64 and +1-3% at hd128; the 64-key blocks of
+  // hd192 / hd256 lost 0.5-1.5% with it (kernel notes, sm80 backward v18).
+  constexpr bool kEarlyP = !kMods && kBlockN == 128;
   // Stages issued at the step's start (hd96-hd256): one barrier a step, not
   // two. The closing one held every warp behind the slowest one's dQ atomics
   // (8.5% of the warps' stall samples at hd128, ncu): +0.5-1.7% without it
@@ -313,11 +319,13 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
     clear(acc_s);
     clear(acc_dp);
     gemm_ss(acc_s, tSrK, tSrQ, tSsK, stage_at(tSsQ, q_stage), mma_sdp, copy_a_sdp, copy_b_sdp, thr_a_sdp, thr_b_sdp);
-    gemm_ss(acc_dp, tdPrV, tdPrdO, tdPsV, stage_at(tdPsdO, q_stage), mma_sdp, copy_a_sdp, copy_b_sdp, thr_a_sdp, thr_b_sdp);
-    // kLateLoad: the next step's stage issued here instead, its address math
-    // beside the products. The other stage was last read by the previous step,
-    // which ended at a barrier.
-    if (kLateLoad && step + 1 < n_steps) load_step(step + 1, stage ^ 1);
+    if constexpr (!kEarlyP) {
+      gemm_ss(acc_dp, tdPrV, tdPrdO, tdPsV, stage_at(tdPsdO, q_stage), mma_sdp, copy_a_sdp, copy_b_sdp, thr_a_sdp, thr_b_sdp);
+      // kLateLoad: the next step's stage issued here instead, its address math
+      // beside the products. The other stage was last read by the previous step,
+      // which ended at a barrier.
+      if (kLateLoad && step + 1 < n_steps) load_step(step + 1, stage ^ 1);
+    }
 
     const float slope = (kMods && p.alibi_slopes) ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.f;
     const bool need_mask = !mask.tile_full(m0, min(m0 + kBlockM, seqlen_q), c0, c0 + kBlockN);
@@ -326,7 +334,7 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
     Tensor s = make_tensor(acc_s.data(), acc_rowcol(acc_s.layout()));
     Tensor dp = make_tensor(acc_dp.data(), acc_rowcol(acc_dp.layout()));
     // Without score modifiers, masked scores become -inf here, on the tiles that
-    // cut the mask only, so the per-score pass below does no index math.
+    // cut the mask only, so the per-score passes below do no index math.
     if (!kMods && need_mask) {
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(s); ++ni) {
@@ -339,34 +347,56 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
         }
       }
     }
-    CUTE_UNROLL
-    for (int ni = 0; ni < size<1>(s); ++ni) {
-      const int il = get<1>(coord(0, ni)), i = m0 + il;
-      const float lse2 = i < seqlen_q ? lse_log2_of(lse_row[il]) : INFINITY, d = d_row[il];
-      const int lo = need_mask ? int(mask.col_begin(i)) : 0;
-      const int hi = need_mask ? int(mask.col_end(i)) : seqlen_k;
-      CUTE_UNROLL
-      for (int mi = 0; mi < size<0>(s); ++mi) {
-        const int j = c0 + get<0>(coord(mi, ni));
-        const bool visible = j >= lo && j < hi;
-        const bool keep = kMods && p.dropout_p > 0.f ? p.rng.keep(b, h, i, j) : true;
-        float pv, ds;
-        score_grad<kMods>(p, s(mi, ni), dp(mi, ni), lse2, d, slope, i, j, diag_offset, visible, keep, pv, ds);
-        s(mi, ni) = pv;
-        dp(mi, ni) = ds;
-      }
-    }
     // P^T and dS^T go through shared memory: the dK/dV products need them as
     // A operands split differently across warps than the S^T product made them.
-    cute::copy(copy_c, thr_c.retile_S(convert_fragment<Element>(acc_s)), tPsP);
+    if constexpr (kEarlyP) {
+      // P from S^T alone, before the dP^T product: its exponentials then issue
+      // among that product's loads and MMAs. It is stored after the product,
+      // since the compiler keeps shared-memory stores and ldmatrix in order.
+      CUTE_UNROLL
+      for (int ni = 0; ni < size<1>(s); ++ni) {
+        const int il = get<1>(coord(0, ni));
+        const float lse2 = m0 + il < seqlen_q ? lse_log2_of(lse_row[il]) : INFINITY;
+        CUTE_UNROLL
+        for (int mi = 0; mi < size<0>(s); ++mi) s(mi, ni) = exp2f(fmaf(s(mi, ni), p.scale_log2, -lse2));
+      }
+      gemm_ss(acc_dp, tdPrV, tdPrdO, tdPsV, stage_at(tdPsdO, q_stage), mma_sdp, copy_a_sdp, copy_b_sdp, thr_a_sdp, thr_b_sdp);
+      cute::copy(copy_c, thr_c.retile_S(convert_fragment<Element>(acc_s)), tPsP);
+      if (kLateLoad && step + 1 < n_steps) load_step(step + 1, stage ^ 1);  // as above
+      CUTE_UNROLL
+      for (int ni = 0; ni < size<1>(s); ++ni) {
+        const float d = d_row[get<1>(coord(0, ni))];
+        CUTE_UNROLL
+        for (int mi = 0; mi < size<0>(s); ++mi) dp(mi, ni) = s(mi, ni) * (dp(mi, ni) - d);  // score_grad's dS
+      }
+    } else {
+      CUTE_UNROLL
+      for (int ni = 0; ni < size<1>(s); ++ni) {
+        const int il = get<1>(coord(0, ni)), i = m0 + il;
+        const float lse2 = i < seqlen_q ? lse_log2_of(lse_row[il]) : INFINITY, d = d_row[il];
+        const int lo = need_mask ? int(mask.col_begin(i)) : 0;
+        const int hi = need_mask ? int(mask.col_end(i)) : seqlen_k;
+        CUTE_UNROLL
+        for (int mi = 0; mi < size<0>(s); ++mi) {
+          const int j = c0 + get<0>(coord(mi, ni));
+          const bool visible = j >= lo && j < hi;
+          const bool keep = kMods && p.dropout_p > 0.f ? p.rng.keep(b, h, i, j) : true;
+          float pv, ds;
+          score_grad<kMods>(p, s(mi, ni), dp(mi, ni), lse2, d, slope, i, j, diag_offset, visible, keep, pv, ds);
+          s(mi, ni) = pv;
+          dp(mi, ni) = ds;
+        }
+      }
+      cute::copy(copy_c, thr_c.retile_S(convert_fragment<Element>(acc_s)), tPsP);
+    }
     cute::copy(copy_c, thr_c.retile_S(convert_fragment<Element>(acc_dp)), tdSsdS);
     __syncthreads();
     gemm_ss(acc_dv, tdVrP, tdVrdOt, tdVsP, stage_at(tdVsdOt, q_stage), mma_dkv, copy_a_dkv, copy_bt_dkv, thr_a_dkv, thr_bt_dkv);
-    // kLateLoad: dQ and its atomics before dK, so that the atomics leave under dK.
-    // (The product is written out at both places: through a lambda, ptxas
-    // allocated the 64-row kernels' registers differently, 24 -> 32 B of stack.)
     if constexpr (!kLateLoad)
       gemm_ss(acc_dk, tdKrdS, tdKrQt, tdKsdS, stage_at(tdKsQt, q_stage), mma_dkv, copy_a_dkv, copy_bt_dkv, thr_a_dkv, thr_bt_dkv);
+    // kLateLoad (128-row steps): dQ and its atomics before dK, so that the atomics
+    // leave under dK's product (sm80 backward v8). dk_done: dK's product has run.
+    bool dk_done = !kLateLoad;
     if (p.dq_accum != nullptr) {
       // dQ(m0 rows) += dS K, kDqChunk columns at a time, added into fp32 with atomics.
       float* dq_rows = p.dq_accum + row_slot(p, sl, b, h, m0) * p.head_dim_qk;
@@ -379,11 +409,39 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
         clear(acc_dq);
         gemm_ss(acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, mma_dq, copy_at_dq, copy_bt_dq, thr_at_dq, thr_bt_dq);
         constexpr int col0 = decltype(chunk)::value * kDqChunk;
-        if (whole) atomic_add_dq_whole<kHeadDim>(acc_dq, tdQcdQ, dq_rows, col0);
-        else atomic_add_dq_checked(acc_dq, tdQcdQ, dq_rows, int(p.head_dim_qk), seqlen_q - m0, (seqlen_q & ~7) - m0, col0);
+        if constexpr (kEarlyP && kLateLoad && kHeadDim == kDqChunk) {
+          // 128-row steps: dK's product runs with the atomics spread over its
+          // k-slices, so that they leave under it rather than as one burst
+          // whose source registers dK's first loads then wait for.
+          if (whole) {
+            constexpr int kSlices = decltype(size<2>(tdKrdS))::value;
+            constexpr int kPer = int(decltype(size(acc_dq))::value) / kSlices;
+            static_assert(kPer % 2 == 0, "pairs of dQ atomics per dK k-slice");
+            Tensor a_view = thr_a_dkv.retile_D(tdKrdS);
+            Tensor b_view = thr_bt_dkv.retile_D(tdKrQt);
+            Tensor tdKsQt_s = stage_at(tdKsQt, q_stage);
+            cute::copy(copy_a_dkv, tdKsdS(_, _, _0{}), a_view(_, _, _0{}));
+            cute::copy(copy_bt_dkv, tdKsQt_s(_, _, _0{}), b_view(_, _, _0{}));
+            for_each(make_int_sequence<kSlices>{}, [&](auto i) {
+              constexpr int k = decltype(i)::value;
+              if constexpr (k + 1 < kSlices) {
+                cute::copy(copy_a_dkv, tdKsdS(_, _, Int<k + 1>{}), a_view(_, _, Int<k + 1>{}));
+                cute::copy(copy_bt_dkv, tdKsQt_s(_, _, Int<k + 1>{}), b_view(_, _, Int<k + 1>{}));
+              }
+              cute::gemm(mma_dkv, tdKrdS(_, _, k), tdKrQt(_, _, k), acc_dk);
+              atomic_add_dq_whole<kHeadDim, k * kPer, (k + 1) * kPer>(acc_dq, tdQcdQ, dq_rows, col0);
+            });
+            dk_done = true;
+          } else {
+            atomic_add_dq_checked(acc_dq, tdQcdQ, dq_rows, int(p.head_dim_qk), seqlen_q - m0, (seqlen_q & ~7) - m0, col0);
+          }
+        } else {
+          if (whole) atomic_add_dq_whole<kHeadDim>(acc_dq, tdQcdQ, dq_rows, col0);
+          else atomic_add_dq_checked(acc_dq, tdQcdQ, dq_rows, int(p.head_dim_qk), seqlen_q - m0, (seqlen_q & ~7) - m0, col0);
+        }
       });
     }
-    if constexpr (kLateLoad)
+    if (!dk_done)
       gemm_ss(acc_dk, tdKrdS, tdKrQt, tdKsdS, stage_at(tdKsQt, q_stage), mma_dkv, copy_a_dkv, copy_bt_dkv, thr_a_dkv, thr_bt_dkv);
     if constexpr (!kTopLoad) __syncthreads();  // this stage and P^T / dS^T are rewritten next
     if (kStages == 1 && step + 1 < n_steps) load_step(step + 1, 0);
