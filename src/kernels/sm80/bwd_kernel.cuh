@@ -76,6 +76,30 @@ __device__ __forceinline__ void atomic_add_dq_whole(const Acc& acc, const Coord&
   }
 }
 
+// gemm_ss (tile_utils.cuh) with `after(Int<k>)` run after k-slice k's MMAs:
+// work that should issue spread among a product's instructions. (Fold it into
+// gemm_ss as an optional argument when the forward files, which include
+// tile_utils.cuh, are recompiled anyway: CI's time holds one set, not both.)
+template <typename Acc, typename RA, typename RB, typename SA, typename SB, typename TiledMma, typename CopyA,
+          typename CopyB, typename ThrCopyA, typename ThrCopyB, typename After>
+__device__ __forceinline__ void gemm_ss_each_slice(Acc& acc, RA& tCrA, RB& tCrB, const SA& tCsA, const SB& tCsB,
+                                                   const TiledMma& mma, const CopyA& copy_a, const CopyB& copy_b,
+                                                   const ThrCopyA& thr_a, const ThrCopyB& thr_b, After&& after) {
+  constexpr int kSlices = decltype(size<2>(tCrA))::value;
+  Tensor tCrA_view = thr_a.retile_D(tCrA);
+  Tensor tCrB_view = thr_b.retile_D(tCrB);
+  cute::copy(copy_a, tCsA(_, _, _0{}), tCrA_view(_, _, _0{}));
+  cute::copy(copy_b, tCsB(_, _, _0{}), tCrB_view(_, _, _0{}));
+  for_each(make_int_sequence<kSlices>{}, [&](auto k) {
+    if constexpr (decltype(k)::value + 1 < kSlices) {
+      cute::copy(copy_a, tCsA(_, _, Int<decltype(k)::value + 1>{}), tCrA_view(_, _, Int<decltype(k)::value + 1>{}));
+      cute::copy(copy_b, tCsB(_, _, Int<decltype(k)::value + 1>{}), tCrB_view(_, _, Int<decltype(k)::value + 1>{}));
+    }
+    cute::gemm(mma, tCrA(_, _, k), tCrB(_, _, k), acc);
+    after(k);
+  });
+}
+
 // The same for any tile: rows past valid_rows and columns past head_dim (the
 // accumulator's row stride) are skipped; rows from blocked_rows on (the run's
 // last seqlen_q % 8) are row-major.
@@ -417,20 +441,11 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
             constexpr int kSlices = decltype(size<2>(tdKrdS))::value;
             constexpr int kPer = int(decltype(size(acc_dq))::value) / kSlices;
             static_assert(kPer % 2 == 0, "pairs of dQ atomics per dK k-slice");
-            Tensor a_view = thr_a_dkv.retile_D(tdKrdS);
-            Tensor b_view = thr_bt_dkv.retile_D(tdKrQt);
-            Tensor tdKsQt_s = stage_at(tdKsQt, q_stage);
-            cute::copy(copy_a_dkv, tdKsdS(_, _, _0{}), a_view(_, _, _0{}));
-            cute::copy(copy_bt_dkv, tdKsQt_s(_, _, _0{}), b_view(_, _, _0{}));
-            for_each(make_int_sequence<kSlices>{}, [&](auto i) {
-              constexpr int k = decltype(i)::value;
-              if constexpr (k + 1 < kSlices) {
-                cute::copy(copy_a_dkv, tdKsdS(_, _, Int<k + 1>{}), a_view(_, _, Int<k + 1>{}));
-                cute::copy(copy_bt_dkv, tdKsQt_s(_, _, Int<k + 1>{}), b_view(_, _, Int<k + 1>{}));
-              }
-              cute::gemm(mma_dkv, tdKrdS(_, _, k), tdKrQt(_, _, k), acc_dk);
-              atomic_add_dq_whole<kHeadDim, k * kPer, (k + 1) * kPer>(acc_dq, tdQcdQ, dq_rows, col0);
-            });
+            gemm_ss_each_slice(acc_dk, tdKrdS, tdKrQt, tdKsdS, stage_at(tdKsQt, q_stage), mma_dkv, copy_a_dkv,
+                               copy_bt_dkv, thr_a_dkv, thr_bt_dkv, [&](auto slice) {
+                                 constexpr int k = decltype(slice)::value;
+                                 atomic_add_dq_whole<kHeadDim, k * kPer, (k + 1) * kPer>(acc_dq, tdQcdQ, dq_rows, col0);
+                               });
             dk_done = true;
           } else {
             atomic_add_dq_checked(acc_dq, tdQcdQ, dq_rows, int(p.head_dim_qk), seqlen_q - m0, (seqlen_q & ~7) - m0, col0);
