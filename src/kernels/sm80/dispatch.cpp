@@ -102,9 +102,27 @@ cudaError_t with_tier(SmemTier tier, const Launch& launch) {
   return launch(std::integral_constant<SmemTier, SmemTier::standard>{});
 }
 
+// hd256's forward on H100 / H200 (large tier) for short causal-like problems:
+// the compact tier's tiles (64 x 64, 4 warps, 96 KiB), two blocks per SM, so one
+// block's prologue and epilogue run beside the other's products, and a 64-row
+// tile wastes less of the diagonal; FlashAttention-2's shape on these GPUs.
+// Past 2048 visible keys the 128 x 64, 8-warp tiles win. Measured (forced sm80,
+// bf16, causal, TFLOP/s, 64 x 64 against 128 x 64): 191 / 171 at N = 512,
+// 221 / 214 at 1024, 253 / 243 at 2048, 263 / 267 at 4096, 272 / 284 at 8192
+// (bench/results/2026-12-04_h200_s27_sm80_grid.txt). The variant with score
+// modifiers keeps its tiles (not measured at 64 x 64, where it spills more).
+constexpr int64_t kShortCausalKeys = 2048;
+bool short_causal_tiles(const FwdKernelParams& p, int bucket, SmemTier tier) {
+  if (bucket != 256 || tier != SmemTier::large || p.window_right < 0 || detail::needs_score_mods(p)) return false;
+  const int64_t visible = p.window_left < 0 ? p.seqlen_k : std::min(p.seqlen_k, p.window_left + p.window_right + 1);
+  return visible <= kShortCausalKeys;
+}
+
 cudaError_t forward(const FwdKernelParams& p, cudaStream_t stream) {
-  const SmemTier tier = device_smem_tier(p.device.index);
-  return run_dtype(p, forward_head_dim(p), [&](auto dim, auto elem) {
+  const int bucket = forward_head_dim(p);
+  SmemTier tier = device_smem_tier(p.device.index);
+  if (short_causal_tiles(p, bucket, tier)) tier = SmemTier::compact;
+  return run_dtype(p, bucket, [&](auto dim, auto elem) {
     return with_tier<decltype(dim)::value, fwd_tier_differs>(tier, [&](auto t) {
       return run_fwd<decltype(dim)::value, decltype(elem), decltype(t)::value>(p, stream);
     });
