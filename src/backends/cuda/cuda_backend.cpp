@@ -252,7 +252,7 @@ void cuda_backward(const BwdParams& p) {
   const int64_t order_at = sm90::dq_order_offset(accum_floats);  // floats
   const bool accum = !p.deterministic || hopper;
   const size_t dq_bytes = accum ? static_cast<size_t>(order ? order_at + order_count : accum_floats) * sizeof(float) : 0;
-  const size_t lse_bytes = hopper ? dot_bytes : 0;  // the LSE in log2 units (kp.lse_log2)
+  const size_t lse_bytes = dot_bytes;  // the LSE in log2 units (kp.lse_log2), read by both backwards
   const size_t bytes = dot_bytes + lse_bytes + dq_bytes;
   void* scratch = nullptr;
   cudaMemPool_t pool = scratch_pool(p.device.index);
@@ -262,7 +262,7 @@ void cuda_backward(const BwdParams& p) {
     throw Error(ErrorKind::runtime, "", "CUDA backward could not get " + std::to_string(bytes) +
                                             " bytes of scratch: " + cuda_message(err));
   kp.row_dot = static_cast<float*>(scratch);
-  if (hopper) kp.lse_log2 = reinterpret_cast<float*>(static_cast<char*>(scratch) + dot_bytes);
+  kp.lse_log2 = reinterpret_cast<float*>(static_cast<char*>(scratch) + dot_bytes);
   if (dq_bytes > 0) kp.dq_accum = reinterpret_cast<float*>(static_cast<char*>(scratch) + dot_bytes + lse_bytes);
   if (order) err = cudaMemsetAsync(kp.dq_accum + order_at, 0, static_cast<size_t>(order_count) * sizeof(int), stream);
   if (err == cudaSuccess) err = hopper ? sm90::backward(kp, stream) : sm80::backward(kp, stream);

@@ -152,11 +152,9 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
   constexpr int kThreads = Traits::kThreadsKV, kStages = Traits::kStagesQ;
   constexpr int kDqChunk = Traits::kDqChunk;
   constexpr bool kLateLoad = Traits::kLateLoad;
-  // P formed before the dP^T product (and, at 128-row steps, dQ's atomics
-  // spread over dK's product): the 128-key blocks without score modifiers
-  // (hd64-hd128), +9-14% at hd64 and +1-3% at hd128; the 64-key blocks of
-  // hd192 / hd256 lost 0.5-1.5% with it (kernel notes, sm80 backward v18).
-  constexpr bool kEarlyP = !kMods && kBlockN == 128;
+  // P before dP^T (BwdTraits::early_p); those kernels also keep LSE / d at
+  // BwdTraits::lse_slot, the LSE already in log2 units (the row-dot pass's).
+  constexpr bool kEarlyP = Traits::early_p(kMods);
   // Stages issued at the step's start (hd96-hd256): one barrier a step, not
   // two. The closing one held every warp behind the slowest one's dQ atomics
   // (8.5% of the warps' stall samples at hd128, ncu): +0.5-1.7% without it
@@ -257,8 +255,15 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
     if (tidx < kBlockM) {
       const int i = m0 + tidx;
       const bool in = i < seqlen_q;
-      cp_async_zfill<4>(s_lse + stage * kBlockM + tidx, in ? p.lse + sl.lse_index(p, b, h, i) : p.lse, in);
-      cp_async_zfill<4>(s_d + stage * kBlockM + tidx, in ? p.row_dot + row_slot(p, sl, b, h, i) : p.row_dot, in);
+      if constexpr (kEarlyP) {
+        const int64_t slot = in ? row_slot(p, sl, b, h, i) : 0;
+        const int at = stage * kBlockM + Traits::lse_slot(tidx);
+        cp_async_zfill<4>(s_lse + at, p.lse_log2 + slot, in);
+        cp_async_zfill<4>(s_d + at, p.row_dot + slot, in);
+      } else {
+        cp_async_zfill<4>(s_lse + stage * kBlockM + tidx, in ? p.lse + sl.lse_index(p, b, h, i) : p.lse, in);
+        cp_async_zfill<4>(s_d + stage * kBlockM + tidx, in ? p.row_dot + row_slot(p, sl, b, h, i) : p.row_dot, in);
+      }
     }
     cute::cp_async_fence();
     if constexpr (kAhead == 2) load_walk.next();
@@ -288,6 +293,7 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
   // (key row, query col) of every S^T element this thread holds.
   Tensor tScS = thr_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kBlockM>>{}));
   Tensor coord = make_tensor(tScS.data(), acc_rowcol(tScS.layout()));
+  const int lse_slot0 = kEarlyP ? Traits::lse_slot(get<1>(coord(0, 0))) : 0;  // this thread's LSE / d run
 
   // dV += P^T dO and dK += dS^T Q.
   typename Traits::TiledMmadKV mma_dkv;
@@ -377,21 +383,35 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
       // P from S^T alone, before the dP^T product: its exponentials then issue
       // among that product's loads and MMAs. It is stored after the product,
       // since the compiler keeps shared-memory stores and ldmatrix in order.
+      // This thread's columns' LSE and d, contiguous at lse_slot (rows past the
+      // sequence read 0: their Q and dO rows are 0 as well, so P = 1 there
+      // meets zero dO and dP, and adds nothing).
+      static_assert(decltype(size<1>(s))::value == Traits::kColsPerThread, "one lse_slot run per thread");
+      const float4* lse4 = reinterpret_cast<const float4*>(lse_row + lse_slot0);
+      const float4* d4 = reinterpret_cast<const float4*>(d_row + lse_slot0);
       CUTE_UNROLL
-      for (int ni = 0; ni < size<1>(s); ++ni) {
-        const int il = get<1>(coord(0, ni));
-        const float lse2 = m0 + il < seqlen_q ? lse_log2_of(lse_row[il]) : INFINITY;
+      for (int g = 0; g < size<1>(s) / 4; ++g) {
+        const float4 l = lse4[g];
+        const float lse2[4] = {l.x, l.y, l.z, l.w};
         CUTE_UNROLL
-        for (int mi = 0; mi < size<0>(s); ++mi) s(mi, ni) = exp2f(fmaf(s(mi, ni), p.scale_log2, -lse2));
+        for (int k = 0; k < 4; ++k) {
+          CUTE_UNROLL
+          for (int mi = 0; mi < size<0>(s); ++mi) s(mi, 4 * g + k) = exp2f(fmaf(s(mi, 4 * g + k), p.scale_log2, -lse2[k]));
+        }
       }
       gemm_ss(acc_dp, tdPrV, tdPrdO, tdPsV, stage_at(tdPsdO, q_stage), mma_sdp, copy_a_sdp, copy_b_sdp, thr_a_sdp, thr_b_sdp);
       cute::copy(copy_c, thr_c.retile_S(convert_fragment<Element>(acc_s)), tPsP);
       if (kLateLoad && step + 1 < n_steps) load_step(step + 1, stage ^ 1);  // as above
       CUTE_UNROLL
-      for (int ni = 0; ni < size<1>(s); ++ni) {
-        const float d = d_row[get<1>(coord(0, ni))];
+      for (int g = 0; g < size<1>(s) / 4; ++g) {
+        const float4 dd = d4[g];
+        const float d[4] = {dd.x, dd.y, dd.z, dd.w};
         CUTE_UNROLL
-        for (int mi = 0; mi < size<0>(s); ++mi) dp(mi, ni) = s(mi, ni) * (dp(mi, ni) - d);  // score_grad's dS
+        for (int k = 0; k < 4; ++k) {
+          CUTE_UNROLL
+          for (int mi = 0; mi < size<0>(s); ++mi)
+            dp(mi, 4 * g + k) = s(mi, 4 * g + k) * (dp(mi, 4 * g + k) - d[k]);  // score_grad's dS
+        }
       }
     } else {
       CUTE_UNROLL

@@ -29,6 +29,7 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
     row_dot_kernel<Element><<<dim3(detail::row_blocks(p.seqlen_q, p.head_dim_v), hq, batch), detail::kRowThreads, 0, stream>>>(p);
 
   if (p.seqlen_k > 0) {
+    if (Traits::early_p(kMods) && p.lse_log2 == nullptr) return cudaErrorInvalidValue;  // it reads the log2 LSE
     auto dkdv = dkdv_kernel<Traits, kMods>;
     static const cudaError_t dkdv_attr = allow_smem(dkdv, Traits::kSmemKV);
     if (dkdv_attr != cudaSuccess) return dkdv_attr;

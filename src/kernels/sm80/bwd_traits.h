@@ -102,6 +102,24 @@ struct BwdTraits {
       Copy_Atom<UniversalCopy<cute::uint128_t>, Element>{}, GmemLayoutAtom<kThreads>{},
       Layout<Shape<_1, Int<kGmemElemsPerLoad>>>{}));
 
+  // P formed before the dP^T product (and, at 128-row steps, dQ's atomics
+  // spread over dK's product): the 128-key blocks without score modifiers
+  // (hd64-hd128), +9-14% at hd64 and +1-3% at hd128; the 64-key blocks of
+  // hd192 / hd256 lost 0.5-1.5% with it (kernel notes, sm80 backward v18).
+  static constexpr bool early_p(bool mods) { return !mods && kBlockN == 128; }
+  // Where those kernels keep a step's LSE (log2 units) and d of query column c
+  // in shared memory. A thread's S^T fragment holds the columns
+  // c = 8 wn r + 8 w + 2 q + e (w: its warp's column of wn, q: lane % 4,
+  // ni = 2 r + e); slot (4 w + q) kColsPerThread + ni puts them in
+  // kColsPerThread contiguous floats, read as float4s: at hd64 8 loads a step
+  // instead of 32 scalar ones (tools/host_checks/sm80_bwd_lse_slots.cu).
+  static constexpr int kWarpsNSdP = kWarpsKV / kWarpsMSdP;
+  static constexpr int kColsPerThread = kBlockM / (4 * kWarpsNSdP);
+  static_assert(kColsPerThread % 4 == 0, "whole float4s of LSE / d per thread");
+  static constexpr int lse_slot(int c) {
+    return (4 * (c / 8 % kWarpsNSdP) + c / 2 % 4) * kColsPerThread + 2 * (c / (8 * kWarpsNSdP)) + c % 2;
+  }
+
   static constexpr int kStagesQ = kConfig.stages_q;  // Q/dO stages of the dK/dV kernel
   // The dK/dV step's order. With 128-row steps (hd64) the next stage's loads are
   // issued after the S^T / dP^T products, and dQ with its atomics runs before dK:
