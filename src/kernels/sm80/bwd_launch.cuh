@@ -23,13 +23,14 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
   const unsigned hq = static_cast<unsigned>(p.heads_q), hkv = static_cast<unsigned>(p.heads_kv),
                  batch = static_cast<unsigned>(p.batch);
 
+  if (Traits::early_p(kMods) && p.lse_log2 == nullptr) return cudaErrorInvalidValue;  // its dK/dV kernel reads it
+
   // Empty sides launch nothing: with no keys the dQ kernel writes zeros, with no
   // queries the dK/dV kernel does.
   if (p.seqlen_q > 0)
     row_dot_kernel<Element><<<dim3(detail::row_blocks(p.seqlen_q, p.head_dim_v), hq, batch), detail::kRowThreads, 0, stream>>>(p);
 
   if (p.seqlen_k > 0) {
-    if (Traits::early_p(kMods) && p.lse_log2 == nullptr) return cudaErrorInvalidValue;  // it reads the log2 LSE
     auto dkdv = dkdv_kernel<Traits, kMods>;
     static const cudaError_t dkdv_attr = allow_smem(dkdv, Traits::kSmemKV);
     if (dkdv_attr != cudaSuccess) return dkdv_attr;

@@ -109,12 +109,15 @@ cudaError_t with_tier(SmemTier tier, const Launch& launch) {
 // Past 2048 visible keys the 128 x 64, 8-warp tiles win. Measured (forced sm80,
 // bf16, causal, TFLOP/s, 64 x 64 against 128 x 64): 191 / 171 at N = 512,
 // 221 / 214 at 1024, 253 / 243 at 2048, 263 / 267 at 4096, 272 / 284 at 8192
-// (bench/results/2026-12-04_h200_s27_sm80_grid.txt). The variant with score
+// (bench/results/2026-12-04_h200_s27_sm80_grid.txt), Sq = Sk; sliding windows of
+// at most 2048 keys take the same rule, not measured. The variant with score
 // modifiers keeps its tiles (not measured at 64 x 64, where it spills more).
 constexpr int64_t kShortCausalKeys = 2048;
 bool short_causal_tiles(const FwdKernelParams& p, int bucket, SmemTier tier) {
   if (bucket != 256 || tier != SmemTier::large || p.window_right < 0 || detail::needs_score_mods(p)) return false;
-  const int64_t visible = p.window_left < 0 ? p.seqlen_k : std::min(p.seqlen_k, p.window_left + p.window_right + 1);
+  // Clamped before the sum: window sizes may be anything up to INT64_MAX.
+  const int64_t left = std::min(p.window_left, p.seqlen_k), right = std::min(p.window_right, p.seqlen_k);
+  const int64_t visible = p.window_left < 0 ? p.seqlen_k : std::min(p.seqlen_k, left + right + 1);
   return visible <= kShortCausalKeys;
 }
 
