@@ -10,6 +10,7 @@
 
 #include "kernels/sm80/launch.h"
 #include "kernels/sm80/bwd_tiles.h"
+#include "kernels/sm80/fwd_rules.h"
 #include "kernels/sm80/tiles.h"
 
 namespace flashattn::sm80 {
@@ -112,9 +113,9 @@ cudaError_t with_tier(SmemTier tier, const Launch& launch) {
 // (bench/results/2026-12-04_h200_s27_sm80_grid.txt), Sq = Sk; sliding windows of
 // at most 2048 keys take the same rule, not measured. The variant with score
 // modifiers keeps its tiles (not measured at 64 x 64, where it spills more).
-constexpr int64_t kShortCausalKeys = 2048;
-bool short_causal_tiles(const FwdKernelParams& p, int bucket, SmemTier tier) {
-  if (bucket != 256 || tier != SmemTier::large || p.window_right < 0 || detail::needs_score_mods(p)) return false;
+bool short_causal_tiles(const FwdParams& p, int head_dim, SmemTier tier) {
+  constexpr int64_t kShortCausalKeys = 2048;
+  if (head_dim != 256 || tier != SmemTier::large || p.window_right < 0 || detail::needs_score_mods(p)) return false;
   // Clamped before the sum: window sizes may be anything up to INT64_MAX.
   const int64_t left = std::min(p.window_left, p.seqlen_k), right = std::min(p.window_right, p.seqlen_k);
   const int64_t visible = p.window_left < 0 ? p.seqlen_k : std::min(p.seqlen_k, left + right + 1);
