@@ -192,9 +192,19 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     clear(acc_s);
     cute::cp_async_wait<0>();
     __syncthreads();
-    // Only the tile holding the sequence end has rows to test.
-    if ((n_block + 1) * kBlockN <= seqlen_k) load_v(std::false_type{}, n_block);
-    else load_v(std::true_type{}, n_block);
+    // Only the tile holding the sequence end has rows to test, and it is never a
+    // whole one: whole tiles skip the test, the others take it. (A branch between
+    // the two, as the variant with score modifiers keeps, was if-converted by
+    // ptxas into both, each instruction under a predicate moved from a uniform
+    // one with a filler beside it: ~10% of the loop's issues at hd256, ncu.)
+    if constexpr (kKind == 0) {
+      load_v(std::false_type{}, n_block);
+    } else if constexpr (kKind == 1) {
+      load_v(std::true_type{}, n_block);
+    } else {
+      if ((n_block + 1) * kBlockN <= seqlen_k) load_v(std::false_type{}, n_block);
+      else load_v(std::true_type{}, n_block);
+    }
     cute::cp_async_fence();
 
     gemm_ss(acc_s, tSrQ, tSrK, tSsQ, tSsK, tiled_mma, smem_copy_q, smem_copy_k, smem_thr_q, smem_thr_k);
@@ -212,8 +222,15 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
 
     cute::cp_async_wait<0>();
     __syncthreads();
-    if (n_block > n_block_min) {
-      load_k(std::false_type{}, n_block - 1);
+    // The next K tile (never the one holding the sequence end), issued on the
+    // last tile too, for the same reason: there its copies read nothing and
+    // zero-fill sK, which nothing reads again.
+    {
+      const bool more = n_block > n_block_min;
+      Tensor ok = make_tensor<bool>(make_shape(size(qk_col_ok)));
+      CUTE_UNROLL
+      for (int k = 0; k < size(ok); ++k) ok(k) = more && qk_col_ok(k);
+      copy_tile<false>(gmem_copy, gmem_thr.partition_S(k_tile(more ? n_block - 1 : n_block)), tKsK, tKcK, ok, 0);
       cute::cp_async_fence();
     }
 
