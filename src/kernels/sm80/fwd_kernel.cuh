@@ -66,6 +66,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   const bool reverse = p.window_right >= 0;  // causal-like: later query tiles are longer, start them first
   const int m_block = reverse ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int h = blockIdx.y, b = blockIdx.z;
+  // Tile loads without branches (sm80 forward v7): +0.3-2.4% at hd64 and
+  // +4-7% at hd256's 64 x 64 tiles, but -2-4% at hd128 and -1-4% at hd256's
+  // 128 x 64 below N = 4096, whose spills grew with it; measured, so per kernel.
+  constexpr bool kFlatLoads = kHeadDim == 64 || (kHeadDim == 256 && kBlockM == 64);
 
   const detail::SeqLen sl(p, b);
   const int seqlen_q = int(sl.seqlen_q), seqlen_k = int(sl.seqlen_k);
@@ -193,13 +197,14 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     cute::cp_async_wait<0>();
     __syncthreads();
     // Only the tile holding the sequence end has rows to test, and it is never a
-    // whole one: whole tiles skip the test, the others take it. (A branch between
-    // the two, as the variant with score modifiers keeps, was if-converted by
-    // ptxas into both, each instruction under a predicate moved from a uniform
-    // one with a filler beside it: ~10% of the loop's issues at hd256, ncu.)
-    if constexpr (kKind == 0) {
+    // whole one. With kFlatLoads whole tiles skip the test and the others take
+    // it; a branch between the two (as the other kernels keep) was if-converted
+    // by ptxas into both, each instruction under a predicate moved from a
+    // uniform one with a filler beside it: ~10% of the loop's issues at hd256
+    // 64 x 64 (ncu; kernel notes, sm80 forward v7).
+    if constexpr (kFlatLoads && kKind == 0) {
       load_v(std::false_type{}, n_block);
-    } else if constexpr (kKind == 1) {
+    } else if constexpr (kFlatLoads && kKind == 1) {
       load_v(std::true_type{}, n_block);
     } else {
       if ((n_block + 1) * kBlockN <= seqlen_k) load_v(std::false_type{}, n_block);
@@ -222,15 +227,18 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
 
     cute::cp_async_wait<0>();
     __syncthreads();
-    // The next K tile (never the one holding the sequence end), issued on the
-    // last tile too, for the same reason: there its copies read nothing and
-    // zero-fill sK, which nothing reads again.
-    {
+    // The next K tile (never the one holding the sequence end). With kFlatLoads
+    // it is issued on the last tile too, for the same reason: there its copies
+    // read nothing and zero-fill sK, which nothing reads again.
+    if constexpr (kFlatLoads) {
       const bool more = n_block > n_block_min;
       Tensor ok = make_tensor<bool>(make_shape(size(qk_col_ok)));
       CUTE_UNROLL
       for (int k = 0; k < size(ok); ++k) ok(k) = more && qk_col_ok(k);
       copy_tile<false>(gmem_copy, gmem_thr.partition_S(k_tile(more ? n_block - 1 : n_block)), tKsK, tKcK, ok, 0);
+      cute::cp_async_fence();
+    } else if (n_block > n_block_min) {
+      load_k(std::false_type{}, n_block - 1);
       cute::cp_async_fence();
     }
 
