@@ -633,34 +633,38 @@ TEST(Sm80Tiles, TiersWithTilesOfTheirOwn) {
   }
 }
 
-// hd256's forward on H100 / H200 takes the compact tier's 64 x 64 tiles for plain
-// causal-like problems whose rows see at most 2048 keys (no GPU needed).
-TEST(Sm80Tiles, Hd256ShortCausalTiles) {
-  using fa::sm80::short_causal_tiles;
+// hd256's forward on H100 / H200 takes the compact tier's 64 x 64 tiles for
+// problems without score modifiers whose rows see at most 8192 keys (no GPU needed).
+TEST(Sm80Tiles, Hd256CompactTiles) {
+  using fa::sm80::hd256_compact_tiles;
   using fa::sm80::SmemTier;
   fa::FwdParams p;
-  p.seqlen_q = p.seqlen_k = 2048;
+  p.seqlen_q = p.seqlen_k = 8192;
   p.softmax_scale = 0.0625f;
-  p.window_right = 0;  // causal
-  EXPECT_TRUE(short_causal_tiles(p, 256, SmemTier::large));
-  EXPECT_FALSE(short_causal_tiles(p, 128, SmemTier::large));
-  EXPECT_FALSE(short_causal_tiles(p, 256, SmemTier::standard));  // one block per SM either way
-  EXPECT_FALSE(short_causal_tiles(p, 256, SmemTier::compact));   // already its tiles
+  EXPECT_TRUE(hd256_compact_tiles(p, 256, SmemTier::large));
+  EXPECT_FALSE(hd256_compact_tiles(p, 128, SmemTier::large));
+  EXPECT_FALSE(hd256_compact_tiles(p, 256, SmemTier::standard));  // one block per SM either way
+  EXPECT_FALSE(hd256_compact_tiles(p, 256, SmemTier::compact));   // already its tiles
+  fa::FwdParams causal = p;
+  causal.window_right = 0;
+  EXPECT_TRUE(hd256_compact_tiles(causal, 256, SmemTier::large));
   fa::FwdParams longer = p;
-  longer.seqlen_q = longer.seqlen_k = 2049;
-  EXPECT_FALSE(short_causal_tiles(longer, 256, SmemTier::large));
-  fa::FwdParams full = p;
-  full.window_right = -1;  // not causal
-  EXPECT_FALSE(short_causal_tiles(full, 256, SmemTier::large));
+  longer.seqlen_k = 8193;  // the keys count, not the queries
+  longer.seqlen_q = 128;
+  EXPECT_FALSE(hd256_compact_tiles(longer, 256, SmemTier::large));
+  longer.window_right = 0;  // bottom-right causal: the last row still sees every key
+  EXPECT_FALSE(hd256_compact_tiles(longer, 256, SmemTier::large));
   fa::FwdParams capped = p;
   capped.softcap = 30.f;  // score modifiers keep their tiles
-  EXPECT_FALSE(short_causal_tiles(capped, 256, SmemTier::large));
+  EXPECT_FALSE(hd256_compact_tiles(capped, 256, SmemTier::large));
   fa::FwdParams window = longer;
   window.seqlen_q = window.seqlen_k = 65536;
   window.window_left = 1000;  // rows see 1001 keys
-  EXPECT_TRUE(short_causal_tiles(window, 256, SmemTier::large));
+  EXPECT_TRUE(hd256_compact_tiles(window, 256, SmemTier::large));
+  window.window_right = -1;  // unbounded on the right: every later key
+  EXPECT_FALSE(hd256_compact_tiles(window, 256, SmemTier::large));
   window.window_left = window.window_right = INT64_MAX;  // no overflow: a row sees every key
-  EXPECT_FALSE(short_causal_tiles(window, 256, SmemTier::large));
+  EXPECT_FALSE(hd256_compact_tiles(window, 256, SmemTier::large));
 }
 
 // The tier a GPU runs follows its limit, and the request lowers it.

@@ -103,29 +103,33 @@ cudaError_t with_tier(SmemTier tier, const Launch& launch) {
   return launch(std::integral_constant<SmemTier, SmemTier::standard>{});
 }
 
-// hd256's forward on H100 / H200 (large tier) for short causal-like problems:
-// the compact tier's tiles (64 x 64, 4 warps, 96 KiB), two blocks per SM, so one
-// block's prologue and epilogue run beside the other's products, and a 64-row
-// tile wastes less of the diagonal; FlashAttention-2's shape on these GPUs.
-// Past 2048 visible keys the 128 x 64, 8-warp tiles win. Measured (forced sm80,
-// bf16, causal, TFLOP/s, 64 x 64 against 128 x 64): 191 / 171 at N = 512,
-// 221 / 214 at 1024, 253 / 243 at 2048, 263 / 267 at 4096, 272 / 284 at 8192
-// (bench/results/2026-12-04_h200_s27_sm80_grid.txt), Sq = Sk; sliding windows of
-// at most 2048 keys take the same rule, not measured. The variant with score
-// modifiers keeps its tiles (not measured at 64 x 64, where it spills more).
-bool short_causal_tiles(const FwdParams& p, int head_dim, SmemTier tier) {
-  constexpr int64_t kShortCausalKeys = 2048;
-  if (head_dim != 256 || tier != SmemTier::large || p.window_right < 0 || detail::needs_score_mods(p)) return false;
-  // Clamped before the sum: window sizes may be anything up to INT64_MAX.
-  const int64_t left = std::min(p.window_left, p.seqlen_k), right = std::min(p.window_right, p.seqlen_k);
-  const int64_t visible = p.window_left < 0 ? p.seqlen_k : std::min(p.seqlen_k, left + right + 1);
-  return visible <= kShortCausalKeys;
+// hd256's forward on H100 / H200 (large tier) for problems whose rows see at
+// most 8192 keys: the compact tier's tiles (64 x 64, 4 warps, 96 KiB), two blocks
+// per SM, so one block's prologue and epilogue run beside the other's products,
+// and a 64-row tile wastes less of a causal diagonal; FlashAttention-2's shape on
+// these GPUs. At 16384 keys the 128 x 64, 8-warp tiles win (a 64-row block reads
+// each K / V tile for half the work, and a head's K / V no longer stay in L2).
+// Measured with branch-free loads (forced sm80, bf16, Sq = Sk, 64 x 64 over
+// 128 x 64, bench/results/2026-12-04_h200_s28_sm80.txt): non-causal +2.5% /
+// +4.7% / +3.0% / +2.2% / +0.8% / -7.8% at N = 512 ... 16384; causal +6.6% /
+// +5.5% / 0% at 4096 / 8192 / 16384 (and +4-8% below 4096, session 27).
+// Sliding windows take the same rule by their visible keys, not measured. The
+// variant with score modifiers keeps its tiles (not measured at 64 x 64, where
+// it spills more).
+bool hd256_compact_tiles(const FwdParams& p, int head_dim, SmemTier tier) {
+  constexpr int64_t kMaxVisibleKeys = 8192;
+  if (head_dim != 256 || tier != SmemTier::large || detail::needs_score_mods(p)) return false;
+  // A row's visible keys; each side clamped before the sum (window sizes may be
+  // anything up to INT64_MAX), a negative side unbounded.
+  const int64_t left = p.window_left < 0 ? p.seqlen_k : std::min(p.window_left, p.seqlen_k);
+  const int64_t right = p.window_right < 0 ? p.seqlen_k : std::min(p.window_right, p.seqlen_k);
+  return std::min(p.seqlen_k, left + right + 1) <= kMaxVisibleKeys;
 }
 
 cudaError_t forward(const FwdKernelParams& p, cudaStream_t stream) {
   const int bucket = forward_head_dim(p);
   SmemTier tier = device_smem_tier(p.device.index);
-  if (short_causal_tiles(p, bucket, tier)) tier = SmemTier::compact;
+  if (hd256_compact_tiles(p, bucket, tier)) tier = SmemTier::compact;
   return run_dtype(p, bucket, [&](auto dim, auto elem) {
     return with_tier<decltype(dim)::value, fwd_tier_differs>(tier, [&](auto t) {
       return run_fwd<decltype(dim)::value, decltype(elem), decltype(t)::value>(p, stream);

@@ -9,7 +9,7 @@ namespace flashattn::sm80 {
 
 // Whether the forward of head dim `head_dim` (the compiled one) runs on the
 // compact tier's tiles although the GPU's tier is `tier`: hd256 on H100 / H200
-// for plain causal-like problems whose rows see at most 2048 keys.
-bool short_causal_tiles(const FwdParams& p, int head_dim, SmemTier tier);
+// for problems without score modifiers whose rows see at most 8192 keys.
+bool hd256_compact_tiles(const FwdParams& p, int head_dim, SmemTier tier);
 
 }  // namespace flashattn::sm80
