@@ -54,6 +54,20 @@ __device__ __forceinline__ void apply_scores(Scores& s, const Coords& coord, con
   }
 }
 
+// K buffers of a forward kernel. Two for the plain kernels at hd96, hd128 and
+// hd256's 128 x 64 tiles: the next K tile is then issued at a tile's start,
+// beside V's, where the scores are not live yet, and without a branch. Issued
+// after the scores (one buffer) its copies' addresses and predicates spilled at
+// the register limit of these kernels, and a branch around it was if-converted.
+// Measured (sm80 forward v8): hd128 +2-4% from N = 4096 (spills 184 -> 112 B),
+// hd256 128 x 64 +4% (52 B -> none), hd96 level (200 -> 100 B). The extra
+// buffer (16 / 32 / 12 KiB) is launched as dynamic shared memory past V.
+template <typename Traits, bool kMods>
+constexpr int fwd_k_buffers() {
+  constexpr int d = Traits::kHeadDim;
+  return !kMods && (d == 96 || d == 128 || (d == 256 && Traits::kBlockM == 128)) ? 2 : 1;
+}
+
 template <typename Traits, bool kMods>
 __global__ void __launch_bounds__(Traits::kNThreads, 1)
     fwd_kernel(const __grid_constant__ FwdKernelParams p) {
@@ -70,6 +84,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   // +4-7% at hd256's 64 x 64 tiles, but -2-4% at hd128 and -1-4% at hd256's
   // 128 x 64 below N = 4096, whose spills grew with it; measured, so per kernel.
   constexpr bool kFlatLoads = kHeadDim == 64 || (kHeadDim == 256 && kBlockM == 64);
+  // Two K buffers (fwd_k_buffers): the next K tile issued at a tile's start.
+  constexpr bool kTwoK = fwd_k_buffers<Traits, kMods>() == 2;
+  constexpr bool kFlatV = kFlatLoads || kTwoK;
 
   const detail::SeqLen sl(p, b);
   const int seqlen_q = int(sl.seqlen_q), seqlen_k = int(sl.seqlen_k);
@@ -108,6 +125,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), typename Traits::SmemLayoutQ{});
   Tensor sK = make_tensor(sQ.data() + size(sQ), typename Traits::SmemLayoutKV{});
   Tensor sV = make_tensor(sK.data() + size(sK), typename Traits::SmemLayoutKV{});
+  constexpr int kKSize = kBlockN * kHeadDim;  // elements of a K buffer; kTwoK's second one follows V
   Tensor sVt = make_tensor(sV.data(), typename Traits::SmemLayoutVt{});
   Tensor sVtNoSwizzle = make_tensor(sV.data().get(), typename Traits::SmemLayoutVtNoSwizzle{});
 
@@ -196,23 +214,40 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     clear(acc_s);
     cute::cp_async_wait<0>();
     __syncthreads();
+    // kTwoK: the tile `it` (from 0, the prologue's K tile) has its K in buffer
+    // it % 2 and issues the next one into the other, which the last tile read
+    // before this barrier. Buffer 1 starts 2 * kKSize past sK, after V.
+    const int it = n_block_max - 1 - n_block;
+    const int k_here = kTwoK && (it & 1) ? 2 * kKSize : 0, k_next = kTwoK && !(it & 1) ? 2 * kKSize : 0;
     // Only the tile holding the sequence end has rows to test, and it is never a
     // whole one. With kFlatLoads whole tiles skip the test and the others take
     // it; a branch between the two (as the other kernels keep) was if-converted
     // by ptxas into both, each instruction under a predicate moved from a
     // uniform one with a filler beside it: ~10% of the loop's issues at hd256
     // 64 x 64 (ncu; kernel notes, sm80 forward v7).
-    if constexpr (kFlatLoads && kKind == 0) {
+    if constexpr (kFlatV && kKind == 0) {
       load_v(std::false_type{}, n_block);
-    } else if constexpr (kFlatLoads && kKind == 1) {
+    } else if constexpr (kFlatV && kKind == 1) {
       load_v(std::true_type{}, n_block);
     } else {
       if ((n_block + 1) * kBlockN <= seqlen_k) load_v(std::false_type{}, n_block);
       else load_v(std::true_type{}, n_block);
     }
     cute::cp_async_fence();
+    // kTwoK: committed after V's, so that the wait for V below leaves it in
+    // flight; on the last tile it reads nothing and zero-fills the idle buffer.
+    if constexpr (kTwoK) {
+      const bool more = n_block > n_block_min;
+      Tensor ok = make_tensor<bool>(make_shape(size(qk_col_ok)));
+      CUTE_UNROLL
+      for (int k = 0; k < size(ok); ++k) ok(k) = more && qk_col_ok(k);
+      copy_tile<false>(gmem_copy, gmem_thr.partition_S(k_tile(more ? n_block - 1 : n_block)), stage_at(tKsK, k_next),
+                       tKcK, ok, 0);
+      cute::cp_async_fence();
+    }
 
-    gemm_ss(acc_s, tSrQ, tSrK, tSsQ, tSsK, tiled_mma, smem_copy_q, smem_copy_k, smem_thr_q, smem_thr_k);
+    gemm_ss(acc_s, tSrQ, tSrK, tSsQ, stage_at(tSsK, k_here), tiled_mma, smem_copy_q, smem_copy_k, smem_thr_q,
+            smem_thr_k);
 
     Tensor s = make_tensor(acc_s.data(), acc_rowcol(acc_s.layout()));
     const int n0 = n_block * kBlockN;
@@ -225,12 +260,16 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
       apply_scores<kMods, kKind == 1>(s, coord, p, seqlen_q, seqlen_k, slope, m0, n0);
     }
 
-    cute::cp_async_wait<0>();
+    if constexpr (kTwoK) cute::cp_async_wait<1>();
+    else cute::cp_async_wait<0>();
     __syncthreads();
-    // The next K tile (never the one holding the sequence end). With kFlatLoads
-    // it is issued on the last tile too, for the same reason: there its copies
-    // read nothing and zero-fill sK, which nothing reads again.
-    if constexpr (kFlatLoads) {
+    // The next K tile (never the one holding the sequence end), one buffer
+    // (kTwoK issued it above). With kFlatLoads it is issued on the last tile
+    // too: there its copies read nothing and zero-fill sK, which nothing reads
+    // again.
+    if constexpr (kTwoK) {
+      // issued at the tile's start
+    } else if constexpr (kFlatLoads) {
       const bool more = n_block > n_block_min;
       Tensor ok = make_tensor<bool>(make_shape(size(qk_col_ok)));
       CUTE_UNROLL

@@ -10,10 +10,17 @@
 
 namespace flashattn::sm80 {
 
+// Q, K and V tiles, and a second K buffer where the kernel keeps one.
+template <typename Traits, bool kMods>
+constexpr int fwd_smem_bytes() {
+  return Traits::kSmemBytes + (fwd_k_buffers<Traits, kMods>() - 1) * Traits::kBlockN * Traits::kHeadDim *
+                                  int(sizeof(typename Traits::Element));
+}
+
 template <typename Traits, bool kMods>
 cudaError_t launch_fwd(const FwdKernelParams& p, cudaStream_t stream) {
   auto kernel = fwd_kernel<Traits, kMods>;
-  constexpr int smem = Traits::kSmemBytes;
+  constexpr int smem = fwd_smem_bytes<Traits, kMods>();
   if constexpr (smem >= 48 * 1024) {
     // Opt in to more than 48 KB of dynamic shared memory (once per kernel).
     static const cudaError_t attr =
@@ -35,7 +42,7 @@ cudaError_t run_fwd(const FwdKernelParams& p, cudaStream_t stream) {
   constexpr TileConfig c = tile_config(kHeadDim, false, kTier), m = tile_config(kHeadDim, true, kTier);
   using Traits = FwdTraits<kHeadDim, Element, c.block_m, c.block_n, c.warps, c.skip_rescale>;
   using TraitsMods = FwdTraits<kHeadDim, Element, m.block_m, m.block_n, m.warps, m.skip_rescale>;
-  static_assert(Traits::kSmemBytes <= smem_budget(kTier) && TraitsMods::kSmemBytes <= smem_budget(kTier),
+  static_assert(fwd_smem_bytes<Traits, false>() <= smem_budget(kTier) && fwd_smem_bytes<TraitsMods, true>() <= smem_budget(kTier),
                 "tiles over the tier's shared memory");
   return detail::needs_score_mods(p) ? launch_fwd<TraitsMods, true>(p, stream) : launch_fwd<Traits, false>(p, stream);
 }
