@@ -48,15 +48,15 @@ step gpu_tests_sm80 ${SM80_LIMIT:-200} env FLASHATTN_FORCE_SM80=1 "$bin/flashatt
   --gtest_filter='*CudaForward*:*CudaBackward*:CudaGraph.*'
 # The sm80 kernels of the smaller shared-memory tiers (kernels/sm80/tiles.h), which an
 # H200 picks only on request: compact (RTX 30/40/50, L4, L40S: every backward, the
-# hd256 forward, which the H200 also runs for up to 8192 keys) and standard (A100:
+# hd256 forward, which the H200 also runs where rows see at most 8192 keys) and standard (A100:
 # the hd256 backward; the H200's own tier, large, runs it with two Q/dO stages in
 # gpu_tests_sm80). The compact backward kernels are built for sm_80 (and its PTX) only,
 # so on an H200 the driver first compiles their PTX, as an RTX 50 would;
 # FLASHATTN_SM80_COMPACT_ARCHITECTURES="80;90a-real" gives them sm_90a code.
 step gpu_tests_compact ${SM80_LIMIT:-200} env FLASHATTN_FORCE_SM80=1 FLASHATTN_SM80_TILES=compact "$bin/flashattn_tests" \
   --gtest_filter='*CudaBackward*:*CudaForward*hdim256*:*CudaForward*hdim200*:CudaGraph.*'
-# The standard tier's hd256 forward is also the one the large tier runs past 8192
-# keys; up to 8192 keys go to the compact tiles there (dispatch.cpp).
+# The standard tier's hd256 forward is also the one the large tier runs where rows
+# see more than 8192 keys; the others go to the compact tiles there (dispatch.cpp).
 step gpu_tests_standard ${SM80_LIMIT:-200} env FLASHATTN_FORCE_SM80=1 FLASHATTN_SM80_TILES=standard "$bin/flashattn_tests" \
   --gtest_filter='*CudaBackward*hdim256*:*CudaBackward*hdim200*:*CudaForward*hdim256*:*CudaForward*hdim200*'
 shards=1 step cli_check 120 "$bin/flashattn" check --backend cuda --trials 300

@@ -665,6 +665,26 @@ TEST(Sm80Tiles, Hd256CompactTiles) {
   EXPECT_FALSE(hd256_compact_tiles(window, 256, SmemTier::large));
   window.window_left = window.window_right = INT64_MAX;  // no overflow: a row sees every key
   EXPECT_FALSE(hd256_compact_tiles(window, 256, SmemTier::large));
+  // The edges: a row sees left + right + 1 keys.
+  auto sees = [&](int64_t left, int64_t right) {
+    window.window_left = left;
+    window.window_right = right;
+    return hd256_compact_tiles(window, 256, SmemTier::large);
+  };
+  EXPECT_TRUE(sees(8191, 0));
+  EXPECT_TRUE(sees(4096, 4095));
+  EXPECT_FALSE(sees(8192, 0));
+  EXPECT_FALSE(sees(4096, 4096));
+  EXPECT_FALSE(sees(0, 8192));
+  fa::FwdParams short_keys = p;
+  short_keys.seqlen_q = short_keys.seqlen_k = 4096;
+  short_keys.window_left = INT64_MAX;  // clamped to the keys: rows still see at most 4096
+  short_keys.window_right = 0;
+  EXPECT_TRUE(hd256_compact_tiles(short_keys, 256, SmemTier::large));
+  fa::FwdParams alibi = p;
+  float slopes[4] = {0.5f, 0.25f, 0.125f, 0.0625f};
+  alibi.alibi_slopes = slopes;  // ALiBi keeps its tiles too
+  EXPECT_FALSE(hd256_compact_tiles(alibi, 256, SmemTier::large));
 }
 
 // The tier a GPU runs follows its limit, and the request lowers it.

@@ -54,18 +54,20 @@ __device__ __forceinline__ void apply_scores(Scores& s, const Coords& coord, con
   }
 }
 
-// K buffers of a forward kernel. Two for the plain kernels at hd96, hd128 and
-// hd256's 128 x 64 tiles: the next K tile is then issued at a tile's start,
-// beside V's, where the scores are not live yet, and without a branch. Issued
-// after the scores (one buffer) its copies' addresses and predicates spilled at
-// the register limit of these kernels, and a branch around it was if-converted.
+// K buffers of a forward kernel. Two for the plain kernels at hd128 and hd256's
+// 128 x 64 tiles: the next K tile is then issued at a tile's start, beside V's,
+// where the scores are not live yet, and without a branch. Issued after the
+// scores (one buffer) its copies' addresses and predicates spilled at the
+// register limit of these kernels, and a branch around it was if-converted.
 // Measured (sm80 forward v8): hd128 +2-4% from N = 4096 (spills 184 -> 112 B),
-// hd256 128 x 64 +4% (52 B -> none), hd96 level (200 -> 100 B). The extra
-// buffer (16 / 32 / 12 KiB) is launched as dynamic shared memory past V.
+// hd256 128 x 64 +4% (52 B -> none). The extra buffer (16 / 32 KiB) is launched
+// as dynamic shared memory past V. hd96 measured level with it on the H200, and
+// its 60 KiB would fit one block per SM where it now fits two (GPUs of 100 KiB
+// per SM), so it keeps one.
 template <typename Traits, bool kMods>
 constexpr int fwd_k_buffers() {
   constexpr int d = Traits::kHeadDim;
-  return !kMods && (d == 96 || d == 128 || (d == 256 && Traits::kBlockM == 128)) ? 2 : 1;
+  return !kMods && (d == 128 || (d == 256 && Traits::kBlockM == 128)) ? 2 : 1;
 }
 
 template <typename Traits, bool kMods>
@@ -218,7 +220,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     // it % 2 and issues the next one into the other, which the last tile read
     // before this barrier. Buffer 1 starts 2 * kKSize past sK, after V.
     const int it = n_block_max - 1 - n_block;
-    const int k_here = kTwoK && (it & 1) ? 2 * kKSize : 0, k_next = kTwoK && !(it & 1) ? 2 * kKSize : 0;
+    const int k_here = kTwoK && (it & 1) ? 2 * kKSize : 0;
     // Only the tile holding the sequence end has rows to test, and it is never a
     // whole one. With kFlatLoads whole tiles skip the test and the others take
     // it; a branch between the two (as the other kernels keep) was if-converted
@@ -237,6 +239,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     // kTwoK: committed after V's, so that the wait for V below leaves it in
     // flight; on the last tile it reads nothing and zero-fills the idle buffer.
     if constexpr (kTwoK) {
+      const int k_next = (it & 1) ? 0 : 2 * kKSize;
       const bool more = n_block > n_block_min;
       Tensor ok = make_tensor<bool>(make_shape(size(qk_col_ok)));
       CUTE_UNROLL

@@ -42,7 +42,8 @@ cudaError_t run_fwd(const FwdKernelParams& p, cudaStream_t stream) {
   constexpr TileConfig c = tile_config(kHeadDim, false, kTier), m = tile_config(kHeadDim, true, kTier);
   using Traits = FwdTraits<kHeadDim, Element, c.block_m, c.block_n, c.warps, c.skip_rescale>;
   using TraitsMods = FwdTraits<kHeadDim, Element, m.block_m, m.block_n, m.warps, m.skip_rescale>;
-  static_assert(fwd_smem_bytes<Traits, false>() <= smem_budget(kTier) && fwd_smem_bytes<TraitsMods, true>() <= smem_budget(kTier),
+  static_assert(fwd_smem_bytes<Traits, false>() <= smem_budget(kTier) &&
+                    fwd_smem_bytes<TraitsMods, true>() <= smem_budget(kTier),
                 "tiles over the tier's shared memory");
   return detail::needs_score_mods(p) ? launch_fwd<TraitsMods, true>(p, stream) : launch_fwd<Traits, false>(p, stream);
 }
