@@ -156,6 +156,18 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     copy_tile<decltype(check_rows)::value>(gmem_copy, gmem_thr.partition_S(v_tile(n_block)), tVsV, tKcK,
                                            v_col_ok, seqlen_k - n_block * kBlockN);
   };
+  // The K tile after n_block, without a branch (kFlatLoads, kTwoK), into the K
+  // buffer `offset` elements past sK: on the last tile its copies read nothing
+  // and zero-fill that buffer, which nothing reads again.
+  auto load_next_k = [&](int n_block, int offset) {
+    const bool more = n_block > n_block_min;
+    Tensor ok = make_tensor<bool>(make_shape(size(qk_col_ok)));
+    CUTE_UNROLL
+    for (int k = 0; k < size(ok); ++k) ok(k) = more && qk_col_ok(k);
+    copy_tile<false>(gmem_copy, gmem_thr.partition_S(k_tile(more ? n_block - 1 : n_block)), stage_at(tKsK, offset),
+                     tKcK, ok, 0);
+    cute::cp_async_fence();
+  };
 
   // Tensor-core partitions.
   typename Traits::TiledMma tiled_mma;
@@ -236,18 +248,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
       else load_v(std::true_type{}, n_block);
     }
     cute::cp_async_fence();
-    // kTwoK: committed after V's, so that the wait for V below leaves it in
-    // flight; on the last tile it reads nothing and zero-fills the idle buffer.
-    if constexpr (kTwoK) {
-      const int k_next = (it & 1) ? 0 : 2 * kKSize;
-      const bool more = n_block > n_block_min;
-      Tensor ok = make_tensor<bool>(make_shape(size(qk_col_ok)));
-      CUTE_UNROLL
-      for (int k = 0; k < size(ok); ++k) ok(k) = more && qk_col_ok(k);
-      copy_tile<false>(gmem_copy, gmem_thr.partition_S(k_tile(more ? n_block - 1 : n_block)), stage_at(tKsK, k_next),
-                       tKcK, ok, 0);
-      cute::cp_async_fence();
-    }
+    // kTwoK: committed after V's, so that the wait for V below leaves it in flight.
+    if constexpr (kTwoK) load_next_k(n_block, (it & 1) ? 0 : 2 * kKSize);
 
     gemm_ss(acc_s, tSrQ, tSrK, tSsQ, stage_at(tSsK, k_here), tiled_mma, smem_copy_q, smem_copy_k, smem_thr_q,
             smem_thr_k);
@@ -266,22 +268,15 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     if constexpr (kTwoK) cute::cp_async_wait<1>();
     else cute::cp_async_wait<0>();
     __syncthreads();
-    // The next K tile (never the one holding the sequence end), one buffer
-    // (kTwoK issued it above). With kFlatLoads it is issued on the last tile
-    // too: there its copies read nothing and zero-fill sK, which nothing reads
-    // again.
-    if constexpr (kTwoK) {
-      // issued at the tile's start
-    } else if constexpr (kFlatLoads) {
-      const bool more = n_block > n_block_min;
-      Tensor ok = make_tensor<bool>(make_shape(size(qk_col_ok)));
-      CUTE_UNROLL
-      for (int k = 0; k < size(ok); ++k) ok(k) = more && qk_col_ok(k);
-      copy_tile<false>(gmem_copy, gmem_thr.partition_S(k_tile(more ? n_block - 1 : n_block)), tKsK, tKcK, ok, 0);
-      cute::cp_async_fence();
-    } else if (n_block > n_block_min) {
-      load_k(std::false_type{}, n_block - 1);
-      cute::cp_async_fence();
+    // The next K tile (never the one holding the sequence end) into the one K
+    // buffer (kTwoK issued it above).
+    if constexpr (!kTwoK) {
+      if constexpr (kFlatLoads) {
+        load_next_k(n_block, 0);
+      } else if (n_block > n_block_min) {
+        load_k(std::false_type{}, n_block - 1);
+        cute::cp_async_fence();
+      }
     }
 
     // Online softmax: new running max, p = exp2, O rescaled.
