@@ -436,11 +436,16 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
     cute::copy(copy_c, thr_c.retile_S(convert_fragment<Element>(acc_dp)), tdSsdS);
     __syncthreads();
     gemm_ss(acc_dv, tdVrP, tdVrdOt, tdVsP, stage_at(tdVsdOt, q_stage), mma_dkv, copy_a_dkv, copy_bt_dkv, thr_a_dkv, thr_bt_dkv);
-    if constexpr (!kLateLoad)
+    // kDkBetween (two dQ chunks, hd256): dK's product after the first chunk, with
+    // that chunk's atomics spread over its k-slices: issued as one burst, the
+    // second chunk's first ldmatrix waited on their source registers (ncu,
+    // session 28: 2.2% of the samples).
+    constexpr bool kDkBetween = !kLateLoad && kHeadDim / kDqChunk == 2;
+    if constexpr (!kLateLoad && !kDkBetween)
       gemm_ss(acc_dk, tdKrdS, tdKrQt, tdKsdS, stage_at(tdKsQt, q_stage), mma_dkv, copy_a_dkv, copy_bt_dkv, thr_a_dkv, thr_bt_dkv);
     // kLateLoad (128-row steps): dQ and its atomics before dK, so that the atomics
     // leave under dK's product (sm80 backward v8). dk_done: dK's product has run.
-    bool dk_done = !kLateLoad;
+    bool dk_done = !kLateLoad && !kDkBetween;
     if (p.dq_accum != nullptr) {
       // dQ(m0 rows) += dS K, kDqChunk columns at a time, added into fp32 with atomics.
       float* dq_rows = p.dq_accum + row_slot(p, sl, b, h, m0) * p.head_dim_qk;
@@ -470,6 +475,22 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
           } else {
             atomic_add_dq_checked(acc_dq, tdQcdQ, dq_rows, int(p.head_dim_qk), seqlen_q - m0, (seqlen_q & ~7) - m0, col0);
           }
+        } else if constexpr (kDkBetween && decltype(chunk)::value == 0) {
+          if (whole) {
+            constexpr int kSlices = decltype(size<2>(tdKrdS))::value;
+            constexpr int kPer = int(decltype(size(acc_dq))::value) / kSlices;
+            static_assert(kPer % 2 == 0, "pairs of dQ atomics per dK k-slice");
+            gemm_ss_each_slice(acc_dk, tdKrdS, tdKrQt, tdKsdS, stage_at(tdKsQt, q_stage), mma_dkv, copy_a_dkv,
+                               copy_bt_dkv, thr_a_dkv, thr_bt_dkv, [&](auto slice) {
+                                 constexpr int k = decltype(slice)::value;
+                                 atomic_add_dq_whole<kHeadDim, k * kPer, (k + 1) * kPer>(acc_dq, tdQcdQ, dq_rows, col0);
+                               });
+          } else {
+            atomic_add_dq_checked(acc_dq, tdQcdQ, dq_rows, int(p.head_dim_qk), seqlen_q - m0, (seqlen_q & ~7) - m0, col0);
+            gemm_ss(acc_dk, tdKrdS, tdKrQt, tdKsdS, stage_at(tdKsQt, q_stage), mma_dkv, copy_a_dkv, copy_bt_dkv,
+                    thr_a_dkv, thr_bt_dkv);
+          }
+          dk_done = true;
         } else {
           if (whole) atomic_add_dq_whole<kHeadDim>(acc_dq, tdQcdQ, dq_rows, col0);
           else atomic_add_dq_checked(acc_dq, tdQcdQ, dq_rows, int(p.head_dim_qk), seqlen_q - m0, (seqlen_q & ~7) - m0, col0);
