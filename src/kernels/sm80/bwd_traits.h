@@ -106,7 +106,11 @@ struct BwdTraits {
   // spread over dK's product): the 128-key blocks without score modifiers
   // (hd64-hd128), +9-14% at hd64 and +1-3% at hd128; the 64-key blocks of
   // hd192 / hd256 lost 0.5-1.5% with it (kernel notes, sm80 backward v18).
-  static constexpr bool early_p(bool mods) { return !mods && kBlockN == 128; }
+  // hd256 on the large tier gains 0.5-2.2% since its dK product moved between
+  // the dQ chunks, which freed the registers (sm80 backward v20, v21).
+  static constexpr bool early_p(bool mods) {
+    return !mods && (kBlockN == 128 || (kHeadDim == 256 && kTier == SmemTier::large));
+  }
   // Where those kernels keep a step's LSE (log2 units) and d of query column c
   // in shared memory. A thread's S^T fragment holds the columns
   // c = 8 wn r + 8 w + 2 q + e (w: its warp's column of wn, q: lane % 4,
