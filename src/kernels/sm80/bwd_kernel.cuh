@@ -460,36 +460,29 @@ __global__ void __launch_bounds__(Traits::kThreadsKV, 1)
         constexpr int col0 = decltype(chunk)::value * kDqChunk;
         // dK's product with this chunk's whole-tile atomics spread over its
         // k-slices, so that they leave under it rather than as one burst whose
-        // source registers the next product's first loads wait for (sm80
-        // backward v18 at 128-row steps, v20 between hd256's two chunks).
-        // (Generic, so that only the kernels that call it instantiate its body.)
-        auto dk_spreading_atomics = [&](auto) __attribute__((always_inline)) {
-          constexpr int kSlices = decltype(size<2>(tdKrdS))::value;
-          constexpr int kPer = int(decltype(size(acc_dq))::value) / kSlices;
-          static_assert(kPer % 2 == 0, "pairs of dQ atomics per dK k-slice");
-          gemm_ss_each_slice(acc_dk, tdKrdS, tdKrQt, tdKsdS, stage_at(tdKsQt, q_stage), mma_dkv, copy_a_dkv,
-                             copy_bt_dkv, thr_a_dkv, thr_bt_dkv, [&](auto slice) {
-                               constexpr int k = decltype(slice)::value;
-                               atomic_add_dq_whole<kHeadDim, k * kPer, (k + 1) * kPer>(acc_dq, tdQcdQ, dq_rows, col0);
-                             });
-        };
-        if constexpr (kEarlyP && kLateLoad && kHeadDim == kDqChunk) {
-          // 128-row steps: dQ's one chunk, then dK (unless the tile is cut).
+        // source registers the next product's first loads wait for: the one
+        // chunk of the 128-row steps (sm80 backward v18), the first of hd256's
+        // two (v20). A tile cut by the sequence end takes the checked atomics;
+        // its dK follows them between hd256's chunks, after the loop otherwise.
+        if constexpr ((kEarlyP && kLateLoad && kHeadDim == kDqChunk) || (kDkBetween && decltype(chunk)::value == 0)) {
           if (whole) {
-            dk_spreading_atomics(chunk);
+            constexpr int kSlices = decltype(size<2>(tdKrdS))::value;
+            constexpr int kPer = int(decltype(size(acc_dq))::value) / kSlices;
+            static_assert(kPer % 2 == 0, "pairs of dQ atomics per dK k-slice");
+            gemm_ss_each_slice(acc_dk, tdKrdS, tdKrQt, tdKsdS, stage_at(tdKsQt, q_stage), mma_dkv, copy_a_dkv,
+                               copy_bt_dkv, thr_a_dkv, thr_bt_dkv, [&](auto slice) {
+                                 constexpr int k = decltype(slice)::value;
+                                 atomic_add_dq_whole<kHeadDim, k * kPer, (k + 1) * kPer>(acc_dq, tdQcdQ, dq_rows, col0);
+                               });
             dk_done = true;
           } else {
             atomic_add_dq_checked(acc_dq, tdQcdQ, dq_rows, int(p.head_dim_qk), seqlen_q - m0, (seqlen_q & ~7) - m0, col0);
+            if constexpr (kDkBetween) {
+              gemm_ss(acc_dk, tdKrdS, tdKrQt, tdKsdS, stage_at(tdKsQt, q_stage), mma_dkv, copy_a_dkv, copy_bt_dkv,
+                      thr_a_dkv, thr_bt_dkv);
+              dk_done = true;
+            }
           }
-        } else if constexpr (kDkBetween && decltype(chunk)::value == 0) {
-          if (whole) {
-            dk_spreading_atomics(chunk);
-          } else {
-            atomic_add_dq_checked(acc_dq, tdQcdQ, dq_rows, int(p.head_dim_qk), seqlen_q - m0, (seqlen_q & ~7) - m0, col0);
-            gemm_ss(acc_dk, tdKrdS, tdKrQt, tdKsdS, stage_at(tdKsQt, q_stage), mma_dkv, copy_a_dkv, copy_bt_dkv,
-                    thr_a_dkv, thr_bt_dkv);
-          }
-          dk_done = true;
         } else {
           if (whole) atomic_add_dq_whole<kHeadDim>(acc_dq, tdQcdQ, dq_rows, col0);
           else atomic_add_dq_checked(acc_dq, tdQcdQ, dq_rows, int(p.head_dim_qk), seqlen_q - m0, (seqlen_q & ~7) - m0, col0);
