@@ -317,7 +317,52 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       detail::softmax_rows(sc, row_max, row_sum, rescale, scale_log2);
     };
 
-    if (tile.has_work()) {
+    // The block's last query tile may end before this group's rows begin (hd64's
+    // 192-row blocks: N = 1024 leaves two of the three groups nothing). Such a
+    // group issues no products and no softmax; it still takes and passes its
+    // turns and releases each K / V stage after it has landed, in the order the
+    // working groups do, so the producer's ring and the turns run as usual.
+    // Three-group blocks only: with two groups of 64 rows the case is rarer, and
+    // the idle path's code alone cost hd128's kernels 1-5% (kernel notes, sm90
+    // forward v16).
+    const bool group_idle = kGroups == 3 && m0 + group * kGroupRows >= seqlen_q;
+    // The last group hands the first turn of the next tile over only when that
+    // tile has work (owes_pass otherwise).
+    auto pass_last_turn = [&]() __attribute__((always_inline)) {
+      if (group + 1 < kGroups) {
+        pass_turn();
+      } else {
+        const int t_next = sched.tile(r + 1);
+        if (sched.valid(t_next) && Tile(p, sched.decode(t_next)).has_work()) pass_turn();
+        else owes_pass = true;
+      }
+    };
+    if (tile.has_work() && group_idle) {
+      if (owes_pass) {
+        pass_turn();
+        owes_pass = false;
+      }
+      wait_barrier(&smem.q_full, q_phase, Where::kQFull, 0, t, -1, marks, slot);
+      q_phase ^= 1;
+      PipeState<kStages> prev;
+      for (int i = 0; i < tile.n_tiles; ++i) {
+        const int n_block = tile.n_block_max - 1 - i;
+        wait_barrier(&smem.k_full[kv.stage], kv.phase, Where::kKFull, kv.stage, t, n_block, marks, slot);
+        wait_turn();
+        if (i > 0) wait_barrier(&smem.v_full[prev.stage], prev.phase, Where::kVFull, prev.stage, t, n_block + 1, marks, slot);
+        pass_turn();
+        Barrier::arrive(&smem.k_empty[kv.stage]);
+        if (i > 0) Barrier::arrive(&smem.v_empty[prev.stage]);
+        prev = kv;
+        kv.advance();
+      }
+      if constexpr (!Traits::kOInQ) Barrier::arrive(&smem.q_empty);
+      wait_barrier(&smem.v_full[prev.stage], prev.phase, Where::kVFull, prev.stage, t,
+                   tile.n_block_max - tile.n_tiles, marks, slot);
+      wait_turn();
+      pass_last_turn();
+      Barrier::arrive(&smem.v_empty[prev.stage]);
+    } else if (tile.has_work()) {
       // Software pipeline inside a group: S of key tile i is issued together with
       // P V of key tile i-1, and the softmax of tile i is meant to run while that
       // P V is on the tensor cores (in the SASS it does only with kLateP).
@@ -388,13 +433,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       }
       wait_turn();
       wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, prev.stage), acc_o);
-      if (group + 1 < kGroups) {
-        pass_turn();
-      } else {
-        const int t_next = sched.tile(r + 1);
-        if (sched.valid(t_next) && Tile(p, sched.decode(t_next)).has_work()) pass_turn();
-        else owes_pass = true;
-      }
+      pass_last_turn();
       warpgroup_wait<0>();
       warpgroup_fence_operand(acc_o);
       Barrier::arrive(&smem.v_empty[prev.stage]);
