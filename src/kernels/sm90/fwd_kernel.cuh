@@ -317,15 +317,31 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       detail::softmax_rows(sc, row_max, row_sum, rescale, scale_log2);
     };
 
-    // The block's last query tile may end before this group's rows begin (hd64's
-    // 192-row blocks: N = 1024 leaves two of the three groups nothing). Such a
-    // group issues no products and no softmax; it still takes and passes its
-    // turns and releases each K / V stage after it has landed, in the order the
-    // working groups do, so the producer's ring and the turns run as usual.
-    // Three-group blocks only: with two groups of 64 rows the case is rarer, and
-    // the idle path's code alone cost hd128's kernels 1-5% (kernel notes, sm90
-    // forward v16).
-    const bool group_idle = kGroups == 3 && m0 + group * kGroupRows >= seqlen_q;
+    // Key tiles this group's rows cannot see. The walk starts at the last key
+    // tile, and under a causal mask its first `skip` tiles lie past every key the
+    // group's last row sees (hd64's 192-row blocks over 128-key tiles: one or two
+    // diagonal tiles for groups 0 and 1); a group whose rows all lie past the
+    // sequence's end (the last query tile's) sees none (skip = n_tiles). The group
+    // idles through those tiles: no products, no softmax; it still takes and
+    // passes its turns and releases each K / V stage once it has landed, in the
+    // order the working groups do, so the producer's ring and the turns (n_tiles
+    // + 1 a tile for every group) run as usual. Three-group blocks only: in
+    // two-group kernels the idle path's code alone cost hd128 1-5% where it never
+    // runs (kernel notes, sm90 forward v16).
+    int skip = 0;
+    if constexpr (kGroups == 3) {
+      const int g_row0 = m0 + group * kGroupRows;
+      if (g_row0 >= seqlen_q) {
+        skip = tile.n_tiles;
+      } else {
+        const int g_last = min(g_row0 + kGroupRows, seqlen_q) - 1;
+        const int g_hi = int(tile.mask(p).col_end(g_last));  // the group's keys end here
+        skip = min(max(tile.n_block_max - (g_hi + kBlockN - 1) / kBlockN, 0), tile.n_tiles);
+      }
+    }
+    const bool group_idle = skip == tile.n_tiles;
+    // The key tiles this group works on: [w_max - w_tiles, w_max).
+    const int w_max = tile.n_block_max - skip, w_tiles = tile.n_tiles - skip;
     // The last group hands the first turn of the next tile over only when that
     // tile has work (owes_pass otherwise).
     auto pass_last_turn = [&]() __attribute__((always_inline)) {
@@ -337,6 +353,25 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         else owes_pass = true;
       }
     };
+    // The first `count` key tiles of the walk without products: one turn each,
+    // K released once it has landed, V once it has landed and the next tile's
+    // turn has come (as P V would have). Returns the last tile's V stage, which
+    // the caller releases.
+    auto idle_through = [&](int count) __attribute__((always_inline)) {
+      PipeState<kStages> held;
+      for (int i = 0; i < count; ++i) {
+        const int n_block = tile.n_block_max - 1 - i;
+        wait_barrier(&smem.k_full[kv.stage], kv.phase, Where::kKFull, kv.stage, t, n_block, marks, slot);
+        wait_turn();
+        if (i > 0) wait_barrier(&smem.v_full[held.stage], held.phase, Where::kVFull, held.stage, t, n_block + 1, marks, slot);
+        pass_turn();
+        Barrier::arrive(&smem.k_empty[kv.stage]);
+        if (i > 0) Barrier::arrive(&smem.v_empty[held.stage]);
+        held = kv;
+        kv.advance();
+      }
+      return held;
+    };
     if (tile.has_work() && group_idle) {
       if (owes_pass) {
         pass_turn();
@@ -344,18 +379,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       }
       wait_barrier(&smem.q_full, q_phase, Where::kQFull, 0, t, -1, marks, slot);
       q_phase ^= 1;
-      PipeState<kStages> prev;
-      for (int i = 0; i < tile.n_tiles; ++i) {
-        const int n_block = tile.n_block_max - 1 - i;
-        wait_barrier(&smem.k_full[kv.stage], kv.phase, Where::kKFull, kv.stage, t, n_block, marks, slot);
-        wait_turn();
-        if (i > 0) wait_barrier(&smem.v_full[prev.stage], prev.phase, Where::kVFull, prev.stage, t, n_block + 1, marks, slot);
-        pass_turn();
-        Barrier::arrive(&smem.k_empty[kv.stage]);
-        if (i > 0) Barrier::arrive(&smem.v_empty[prev.stage]);
-        prev = kv;
-        kv.advance();
-      }
+      const PipeState<kStages> prev = idle_through(tile.n_tiles);
       if constexpr (!Traits::kOInQ) Barrier::arrive(&smem.q_empty);
       wait_barrier(&smem.v_full[prev.stage], prev.phase, Where::kVFull, prev.stage, t,
                    tile.n_block_max - tile.n_tiles, marks, slot);
@@ -363,23 +387,28 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       pass_last_turn();
       Barrier::arrive(&smem.v_empty[prev.stage]);
     } else if (tile.has_work()) {
-      // Software pipeline inside a group: S of key tile i is issued together with
-      // P V of key tile i-1, and the softmax of tile i is meant to run while that
-      // P V is on the tensor cores (in the SASS it does only with kLateP).
       if (owes_pass) {
         pass_turn();
         owes_pass = false;
       }
+      if (skip > 0) {  // the key tiles past this group's rows first
+        const PipeState<kStages> held = idle_through(skip);
+        wait_barrier(&smem.v_full[held.stage], held.phase, Where::kVFull, held.stage, t, w_max, marks, slot);
+        Barrier::arrive(&smem.v_empty[held.stage]);
+      }
+      // Software pipeline inside a group: S of key tile i is issued together with
+      // P V of key tile i-1, and the softmax of tile i is meant to run while that
+      // P V is on the tensor cores (in the SASS it does only with kLateP).
       wait_barrier(&smem.q_full, q_phase, Where::kQFull, 0, t, -1, marks, slot);
       q_phase ^= 1;
-      wait_barrier(&smem.k_full[kv.stage], kv.phase, Where::kKFull, kv.stage, t, tile.n_block_max - 1, marks, slot);
+      wait_barrier(&smem.k_full[kv.stage], kv.phase, Where::kKFull, kv.stage, t, w_max - 1, marks, slot);
       wait_turn();
       wgmma_issue<true, false>(mma_s, desc_here<Traits::kQDescInLoop>(tSrQ), tSrK(_, _, _, kv.stage), acc_s);
       pass_turn();
       warpgroup_wait<0>();
       warpgroup_fence_operand(acc_s);
       Barrier::arrive(&smem.k_empty[kv.stage]);
-      softmax(acc_s, (tile.n_block_max - 1) * kBlockN);
+      softmax(acc_s, (w_max - 1) * kBlockN);
       if constexpr (!kLateP) convert_into(acc_s, rP);
       PipeState<kStages> prev = kv, prev2 = kv;  // prev2: kLateP's V to release
       kv.advance();
@@ -396,8 +425,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         if (release_v) Barrier::arrive(&smem.v_empty[prev2.stage]);
         convert_into(acc_s, rP);
       };
-      for (int i = 1; i < tile.n_tiles; ++i) {
-        const int n_block = tile.n_block_max - 1 - i;
+      for (int i = 1; i < w_tiles; ++i) {
+        const int n_block = w_max - 1 - i;
         if constexpr (kLateP) form_p(i > 1);
         wait_barrier(&smem.k_full[kv.stage], kv.phase, Where::kKFull, kv.stage, t, n_block, marks, slot);
         wait_turn();
@@ -422,14 +451,14 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         prev = kv;
         kv.advance();
       }
-      if constexpr (kLateP) form_p(tile.n_tiles > 1);
+      if constexpr (kLateP) form_p(w_tiles > 1);
       // Every S of the tile has completed: Q may be replaced by the next tile's
       // (unless O is staged in it).
       if constexpr (!Traits::kOInQ) Barrier::arrive(&smem.q_empty);
       wait_barrier(&smem.v_full[prev.stage], prev.phase, Where::kVFull, prev.stage, t,
                    tile.n_block_max - tile.n_tiles, marks, slot);
       if constexpr (kLateP) {
-        if (tile.n_tiles > 1) detail::rescale_rows<false>(o_rc, rescale);
+        if (w_tiles > 1) detail::rescale_rows<false>(o_rc, rescale);
       }
       wait_turn();
       wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, prev.stage), acc_o);
