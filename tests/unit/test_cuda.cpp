@@ -120,8 +120,9 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, CudaForward, ::testing::ValuesIn(on_cuda(head
 // Problems the Hopper forward takes (head dims 64/128/256 here, 96/192 below; plain, causal and window
 // masks, GQA/MQA, packed batches) at shapes that stress its tiles and barriers: lengths around the
 // 128-row and 64/128-key tiles, one key, more keys than queries and the reverse. hd64's 192-row
-// blocks end with consumer groups that have no rows (1000, 1100, 130 and packed rows), which
-// then issue no products but keep the turns and the K/V ring going.
+// blocks end with consumer groups that have no rows (1000, 1100, 130 and packed rows), and under
+// causal masks their groups 0 and 1 skip diagonal key tiles (causal_long, window_long): such
+// groups issue no products there but keep the turns and the K/V ring going.
 // On other GPUs, or with FLASHATTN_FORCE_SM80=1, the same cases check the sm80 kernel.
 std::vector<Case> hopper_cases() {
   std::vector<Case> cases;
