@@ -35,18 +35,18 @@ for u in "${units[@]}"; do
 done
 # Relink, with the library swapped and test objects rebuilt where their source differs.
 link_for() {  # link_for TARGET OUTPUT
-  local cmd
+  local cmd o src t
   cmd=$(ninja -C "$build" -t commands "$1" | tail -1 | sed -e "s# -o $1 # -o $2 #" -e "s# src/libflashattn.a # $work/lib.a #")
-  for o in $(grep -oE 'tests/CMakeFiles/[^ ]+\.cpp\.o' <<< "$cmd"); do
+  while read -r o; do
     src=${o#tests/CMakeFiles/flashattn_tests.dir/}
     src=tests/${src%.o}
     if [ -f "$tree/$src" ] && ! cmp -s "$root/$src" "$tree/$src"; then
       echo "compiling $src from $tree"
-      local t=$work/$(basename "$o")
+      t=$work/$(basename "$o")
       (cd "$build" && eval "$(command_for "$o" "$t")")
       cmd=${cmd//" $o "/" $t "}
     fi
-  done
+  done < <(grep -oE 'tests/CMakeFiles/[^ ]+\.cpp\.o' <<< "$cmd")
   (cd "$build" && eval "$cmd")
 }
 link_for bench/gpu/libflashattn_bench_shim.so "$out/libflashattn_bench_shim.so"
