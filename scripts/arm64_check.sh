@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# ARM64: cross-builds the library (CPU backends) and the GoogleTest suite for
+# aarch64 Linux with Debian's cross compiler and runs the whole suite through
+# qemu-user, in nproc shards. Installs g++-aarch64-linux-gnu and qemu-user when
+# they are missing. CI runs it after the test command (.ci/run).
+# Usage: bash scripts/arm64_check.sh [BUILD_DIR]   (default build-arm64)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build-arm64}
+
+packages=(g++-aarch64-linux-gnu qemu-user libgtest-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  echo "arm64_check: installing ${missing[*]}"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}" CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+cmake -S . -B "$build" -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/aarch64-linux-gnu.cmake \
+  -DFLASHATTN_WITH_CUDA=OFF -DFLASHATTN_BUILD_CLI=OFF -DFLASHATTN_BUILD_TESTS=ON >/dev/null
+cmake --build "$build"
+
+# The suite as on x86 (the CPU backend takes its portable kernels here; the
+# x86-only levels skip), one shard per core: qemu runs one thread per core.
+shards=$(nproc)
+logs=$(mktemp -d)
+pids=()
+for ((i = 0; i < shards; i++)); do
+  GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i OMP_NUM_THREADS=1 \
+    qemu-aarch64 -L /usr/aarch64-linux-gnu "$build/tests/flashattn_tests" --gtest_brief=1 \
+    > "$logs/shard$i.log" 2>&1 &
+  pids+=($!)
+done
+status=0
+for ((i = 0; i < shards; i++)); do
+  wait "${pids[$i]}" || status=1
+done
+grep -h '^\[  FAILED  \]' "$logs"/shard*.log | sort -u || true
+passed=$(grep -hoE '^\[  PASSED  \] [0-9]+' "$logs"/shard*.log | awk '{s += $4} END {print s + 0}')
+skipped=$(grep -hoE '^\[  SKIPPED \] [0-9]+' "$logs"/shard*.log | awk '{s += $4} END {print s + 0}')
+echo "arm64_check: aarch64 build, GoogleTest suite under qemu: $passed passed, $skipped skipped"
+if [ $status -ne 0 ]; then
+  tail -n 20 "$logs"/shard*.log
+  exit 1
+fi
