@@ -35,6 +35,11 @@ struct Window {
   int64_t right = -1;  // keys visible to the right of the diagonal; -1: unbounded
 };
 
+// The most threads a CPU call may ask for (Options::num_threads): each thread keeps
+// its own scratch, and OpenMP would try to start every one of them (a million
+// crashed the process).
+inline constexpr int kMaxThreads = 4096;
+
 struct Options {
   std::optional<float> softmax_scale;  // default 1/sqrt(Dqk)
   bool causal = false;
@@ -47,7 +52,7 @@ struct Options {
   bool deterministic = false;          // bitwise reproducible backward
   Backend backend = Backend::automatic;
   void* stream = nullptr;              // cudaStream_t; null: the default stream
-  int num_threads = 0;                 // CPU backends; 0: OpenMP's default
+  int num_threads = 0;                 // CPU backends; 0: OpenMP's default; at most kMaxThreads
 };
 
 // Packed variable-length batch description. cu_seqlens are int32 [B+1] on the

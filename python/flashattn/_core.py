@@ -18,19 +18,27 @@ from ._errors import error
 _U64 = (1 << 64) - 1
 
 
-def _int(x, name):
+def _int(x, name, bits=64, signed=True):
+    """x as a Python int that fits the C integer the library takes (int64 unless said)."""
     try:
-        return operator.index(x)
+        x = operator.index(x)
     except TypeError:
         raise error(TypeError, name, f"expected an integer, got {type(x).__name__}") from None
+    if bits is None:  # any integer (seed and offset keep their low 64 bits)
+        return x
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    if not lo <= x <= hi:
+        raise error(ValueError, name, f"{x} is out of range [{lo}, {hi}]")
+    return x
 
 
 def _window(window):
     try:
         left, right = window
-        return _int(left, "window"), _int(right, "window")
+        left, right = operator.index(left), operator.index(right)
     except (TypeError, ValueError):
         raise error(ValueError, "window", f"expected a pair (left, right) of integers, got {window!r}") from None
+    return _int(left, "window"), _int(right, "window")
 
 
 def _options(fw, q, ex, softmax_scale, causal, window, softcap, alibi_slopes, dropout_p, seed,
@@ -41,9 +49,9 @@ def _options(fw, q, ex, softmax_scale, causal, window, softcap, alibi_slopes, dr
         softmax_scale=None if softmax_scale is None else float(softmax_scale),
         causal=bool(causal), window_left=left, window_right=right, softcap=float(softcap),
         alibi_slopes=ex(alibi_slopes, "alibi_slopes"), dropout_p=float(dropout_p),
-        seed=_int(seed, "seed") & _U64, offset=_int(offset, "offset") & _U64,
-        backend=str(backend), num_threads=_int(num_threads, "num_threads"),
-        stream=fw.stream(q) if stream is None else _int(stream, "stream"),
+        seed=_int(seed, "seed", bits=None) & _U64, offset=_int(offset, "offset", bits=None) & _U64,
+        backend=str(backend), num_threads=_int(num_threads, "num_threads", bits=32),
+        stream=fw.stream(q) if stream is None else _int(stream, "stream", signed=False),
     )
 
 
@@ -145,6 +153,6 @@ def dropout_mask(seed, offset, b, h, seqlen_q, seqlen_k, dropout_p):
     """bool [seqlen_q, seqlen_k]: which p[b, h, i, j] the contract's dropout keeps
     (the same decisions in every backend), for tests."""
     mask = np.empty((_int(seqlen_q, "seqlen_q"), _int(seqlen_k, "seqlen_k")), dtype=bool)
-    _C.dropout_mask(mask, _int(seed, "seed") & _U64, _int(offset, "offset") & _U64,
+    _C.dropout_mask(mask, _int(seed, "seed", bits=None) & _U64, _int(offset, "offset", bits=None) & _U64,
                     _int(b, "b"), _int(h, "h"), float(dropout_p))
     return mask

@@ -263,8 +263,9 @@ void fill_options(FwdParams& p, const Options& opt, const Shapes& s, const Tenso
     check_same_device("alibi_slopes", a, q.device);
     p.alibi_slopes = static_cast<const float*>(a.data);
   }
-  if (opt.num_threads < 0)
-    fail(ErrorKind::value, "num_threads", "must be >= 0 (0: default), got " + std::to_string(opt.num_threads));
+  if (opt.num_threads < 0 || opt.num_threads > kMaxThreads)
+    fail(ErrorKind::value, "num_threads",
+         "must be in [0, " + std::to_string(kMaxThreads) + "] (0: default), got " + std::to_string(opt.num_threads));
   p.deterministic = opt.deterministic;
   p.stream = opt.stream;
   p.num_threads = opt.num_threads;

@@ -3,12 +3,15 @@
 
 #include <omp.h>
 
-#include "flashattn/params.h"
+#include <algorithm>
+
+#include "flashattn/flashattn.h"
 
 namespace flashattn::detail {
 
 inline int thread_count(const FwdParams& p) {
-  return p.num_threads > 0 ? p.num_threads : omp_get_max_threads();
+  // Capped here too: run_forward / run_backward take filled parameter blocks.
+  return p.num_threads > 0 ? std::min(p.num_threads, kMaxThreads) : omp_get_max_threads();
 }
 
 }  // namespace flashattn::detail

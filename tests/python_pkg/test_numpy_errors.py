@@ -43,6 +43,11 @@ def test_forward_refusals(qkv):
     raises(TypeError, "alibi_slopes", f, q, k, v, alibi_slopes=np.ones(4, np.float64))
     raises(ValueError, "backend", f, q, k, v, backend="gpu")
     raises(TypeError, "seed", f, q, k, v, seed=1.5)
+    # Integers past what the library takes are refused by name, not left to the binding.
+    raises(ValueError, "num_threads", f, q, k, v, num_threads=1_000_000)  # crashed before
+    raises(ValueError, "num_threads", f, q, k, v, num_threads=2**31)
+    raises(ValueError, "window", f, q, k, v, window=(2**63, 0))
+    raises(ValueError, "stream", f, q, k, v, stream=-1)
     raises(ValueError, "out", f, q, k, v, out=np.empty((2, 9, 4, 8), np.float32))
 
 
@@ -63,6 +68,7 @@ def test_varlen_refusals(qkv):
     raises(ValueError, "cu_seqlens_k", f, q, k, v, cq, np.array([0, 11, 23], np.int32), 9, 12)
     raises(ValueError, "cu_seqlens_k", f, q, k, v, cq, ck[:2], 9, 11)
     raises(TypeError, "max_seqlen_q", f, q, k, v, cq, ck, "9", 11)
+    raises(ValueError, "max_seqlen_k", f, q, k, v, cq, ck, 9, 2**64)
 
 
 def test_backward_refusals(qkv, rng):

@@ -200,6 +200,8 @@ std::vector<ErrorCase> error_cases() {
       {"softcap_nan", kAll, [nan](Fix& f) { f.opt.softcap = nan; }, kValue, "softcap"},
       {"softcap_inf", kBoth, [inf](Fix& f) { f.opt.softcap = inf; }, kValue, "softcap"},
       {"num_threads_negative", kAll, [](Fix& f) { f.opt.num_threads = -1; }, kValue, "num_threads"},
+      // A million threads, each with its own scratch, crashed the process (Python fuzzing).
+      {"num_threads_million", kAll, [](Fix& f) { f.opt.num_threads = 1000000; }, kValue, "num_threads"},
       // ---- devices and backends
       {"k_other_device", kAll, [](Fix& f) { f.K.device = kCuda0; }, kValue, "k"},
       {"v_other_device", kAll, [](Fix& f) { f.V.device = kCuda0; }, kValue, "v"},
