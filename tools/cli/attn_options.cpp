@@ -33,7 +33,9 @@ void add_attn_options(CLI::App& app, AttnArgs& a) {
   a.max_k_opt = app.add_option("--max-seqlen-k", a.max_seqlen_k,
                                "packed: bound on the key lengths (default: computed)");
   app.add_flag("--deterministic", a.deterministic, "bitwise reproducible backward");
-  app.add_option("--threads", a.threads, "CPU threads; 0: OpenMP default")->capture_default_str();
+  app.add_option("--threads", a.threads, "CPU threads; 0: OpenMP default")
+      ->capture_default_str()
+      ->check(CLI::Range(0, flashattn::kMaxThreads));
 }
 
 uint64_t parse_uint64(const std::string& text, const std::string& option) {

@@ -269,7 +269,7 @@ Command add_bench_command(CLI::App& root) {
       ->check(CLI::Range(0, 1000000));
   app->add_option("--threads", args->threads, "CPU threads; 0: OpenMP default")
       ->capture_default_str()
-      ->check(CLI::Range(0, 1 << 20));
+      ->check(CLI::Range(0, flashattn::kMaxThreads));
   app->add_flag("--no-reference", args->no_reference, "do not time the reference");
   app->add_option("--json", args->json, "also write the results as JSON to this file");
   app->add_flag("--progress", args->progress, "progress bar on stderr even when not a terminal");

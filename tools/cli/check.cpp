@@ -337,7 +337,7 @@ Command add_check_command(CLI::App& root) {
       ->check(CLI::NonNegativeNumber);
   app->add_option("--threads", args->threads, "CPU threads; 0: OpenMP default")
       ->capture_default_str()
-      ->check(CLI::Range(0, 1 << 20));
+      ->check(CLI::Range(0, flashattn::kMaxThreads));
   app->add_flag("-v,--verbose", args->verbose, "one line per trial, not only failures");
   app->add_flag("--progress", args->progress, "progress bar on stderr even when not a terminal");
   return {app, [args] { return run_check(*args); }};
