@@ -8,18 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-arm64}
 
-packages=(g++-aarch64-linux-gnu qemu-user libgtest-dev)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  sudo_cmd=""
-  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
-  echo "arm64_check: installing ${missing[*]}"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+# Without recommends: qemu-user-binfmt would register binfmt handlers, which a
+# container may refuse; qemu-aarch64 is called directly.
+bash scripts/apt_install.sh --no-recommends arm64_check g++-aarch64-linux-gnu qemu-user libgtest-dev
 
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}" CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 cmake -S . -B "$build" -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/aarch64-linux-gnu.cmake \

@@ -9,17 +9,7 @@ packages=(g++ cmake ninja-build ccache libgtest-dev libgmock-dev libbenchmark-de
           libcli11-dev libfmt-dev nlohmann-json3-dev)
 # python3 may come from elsewhere (pyenv): only ask apt for it when absent.
 command -v python3 >/dev/null 2>&1 || packages+=(python3 python3-pip)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  sudo_cmd=""
-  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
-  echo "setup: installing ${missing[*]}"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+bash "$(dirname "$0")/apt_install.sh" setup "${packages[@]}"
 
 # NumPy/pytest for the oracle checks; scikit-build-core and nanobind build the Python
 # package (pyproject.toml, same ranges); ml_dtypes gives NumPy a bfloat16 for its tests.
