@@ -10,7 +10,12 @@ build=${1:-build-arm64}
 
 # Without recommends: qemu-user-binfmt would register binfmt handlers, which a
 # container may refuse; qemu-aarch64 is called directly.
-bash scripts/apt_install.sh --no-recommends arm64_check g++-aarch64-linux-gnu qemu-user libgtest-dev
+# A machine whose package sources lack them skips the check, saying so (a failing
+# build or test fails it).
+if ! bash scripts/apt_install.sh --no-recommends arm64_check g++-aarch64-linux-gnu qemu-user libgtest-dev; then
+  echo "arm64_check: SKIPPED, the cross compiler or qemu-user could not be installed"
+  exit 0
+fi
 
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}" CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 cmake -S . -B "$build" -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/aarch64-linux-gnu.cmake \
