@@ -12,8 +12,6 @@ the dispatcher and run the same implementations through a torch.autograd.Functio
 which costs a fraction of a custom op's Python dispatch at small sizes.
 """
 
-from __future__ import annotations
-
 from typing import Optional, Tuple
 
 import torch

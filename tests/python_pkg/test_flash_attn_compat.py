@@ -93,9 +93,10 @@ def test_sdpa_drop_in_matches_torch(nq, nk, is_causal):
         t.requires_grad_(True)
     out = ft.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=0.2, enable_gqa=True)
     assert out.shape == (2, 4, nq, 16)
+    # The reference repeats the kv heads itself (SDPA's enable_gqa arrived in PyTorch 2.5).
+    kr, vr = (t.double().repeat_interleave(q.shape[1] // t.shape[1], dim=1) for t in (k, v))
     with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
-        ref = F.scaled_dot_product_attention(*(t.double() for t in (q, k, v)), is_causal=is_causal, scale=0.2,
-                                             enable_gqa=True)
+        ref = F.scaled_dot_product_attention(q.double(), kr, vr, is_causal=is_causal, scale=0.2)
     assert (out.double() - ref).abs().max() <= 1e-5
     dout = torch.randn_like(out)
     for g, w in zip(torch.autograd.grad(out, (q, k, v), dout), torch.autograd.grad(ref, (q, k, v), dout.double())):
