@@ -2,6 +2,8 @@
 
     python examples/hf_llama_attention.py            # CUDA (bf16) when available, else CPU (fp32)
 
+Needs transformers 4.53 or newer (its attention and mask-function registries).
+
 A small Llama (random weights, nothing downloaded) runs with its own "sdpa" attention and with
 flashattn (registered as "fattn"); both are compared with the same model in float64 by the contract's rule: the
 flashattn logits' error is at most 2x the error of the model's own SDPA path in the same dtype,
