@@ -33,7 +33,9 @@ __all__ = ["flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_
 
 def _options(q, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic):
     """The op's trailing arguments: the scale resolved, a fresh seed when dropping out."""
-    scale = q.shape[-1] ** -0.5 if softmax_scale is None else float(softmax_scale)
+    # (A head dim of 0 is the library's to refuse, by name: no division here.)
+    d = q.shape[-1]
+    scale = (d ** -0.5 if d > 0 else 1.0) if softmax_scale is None else float(softmax_scale)
     try:
         left, right = (int(w) for w in window_size)
     except (TypeError, ValueError):

@@ -199,6 +199,10 @@ Shapes check_qkvo(const TensorView& q, const TensorView& k, const TensorView& v,
       check_cu_seqlens_values("cu_seqlens_q", cq, q.shape[0], s.sq, "max_seqlen_q");
       check_cu_seqlens_values("cu_seqlens_k", ck, k.shape[0], s.sk, "max_seqlen_k");
     }
+    // No sequence is longer than the packed rows, so a larger bound is that count:
+    // backends size work by it (a bound of 2^40 ran the CPU backend out of memory).
+    s.sq = std::min(s.sq, q.shape[0]);
+    s.sk = std::min(s.sk, k.shape[0]);
   }
   return s;
 }

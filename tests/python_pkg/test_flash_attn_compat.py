@@ -81,6 +81,9 @@ def test_refusals_name_the_argument():
     with pytest.raises(TypeError) as info:
         ft.flash_attn_func(q.double(), q.double(), q.double())
     assert info.value.argument == "q"
+    with pytest.raises(ValueError) as info:  # head dim 0: was a ZeroDivisionError in the scale
+        ft.flash_attn_func(q[..., :0], q[..., :0], q[..., :0])
+    assert info.value.argument == "q"
 
 
 @pytest.mark.parametrize("nq,nk", [(33, 33), (17, 40), (40, 17)])

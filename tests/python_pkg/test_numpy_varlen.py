@@ -37,6 +37,21 @@ def test_forward_and_backward_varlen(case, rng):
     check_fp32_grads(grads, dout, q, k, v, ctx=case, cu_seqlens_q=cq, cu_seqlens_k=ck, **opts)
 
 
+def test_loose_max_seqlen_bound(rng):
+    """max_seqlen_* are upper bounds: a very loose one gives the same results (it is
+    capped at the packed rows; 2**40 used to run the CPU backend out of memory)."""
+    q, k, v = (rng.standard_normal((30, 2, 16)).astype(np.float32) for _ in range(3))
+    cu = np.array([0, 10, 30], np.int32)
+    exact = flashattn.forward_varlen(q, k, v, cu, cu, 20, 20, causal=True)
+    loose = flashattn.forward_varlen(q, k, v, cu, cu, 2**40, 2**40, causal=True)
+    np.testing.assert_array_equal(loose, exact)
+    out, lse = flashattn.forward_varlen(q, k, v, cu, cu, 20, 20, return_lse=True)
+    grads = flashattn.backward_varlen(np.ones_like(out), q, k, v, out, lse, cu, cu, 2**40, 2**40)
+    exact_grads = flashattn.backward_varlen(np.ones_like(out), q, k, v, out, lse, cu, cu, 20, 20)
+    for g, e in zip(grads, exact_grads):
+        np.testing.assert_array_equal(g, e)
+
+
 def test_varlen_equals_batched_for_equal_lengths(rng):
     B, S, H, D = 3, 21, 2, 16
     q, k, v = (rng.standard_normal((B, S, H, D)).astype(np.float32) for _ in range(3))
