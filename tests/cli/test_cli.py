@@ -624,3 +624,23 @@ def test_cu_seqlens_int64_accepted(backend, request, tmp_path):
     ref_out, ref_lse = fo.attention_forward(x["q"], x["k"], x["v"], **kw)
     assert_close("out", np.load(out_p).astype(np.float64), ref_out, 1e-5)
     assert_close("lse", np.load(lse_p).astype(np.float64), ref_lse, 1e-5)
+
+
+def test_outputs_through_links_and_devices(request, tmp_path):
+    """A regular output file is replaced through a temporary renamed over it; through a
+    symbolic link, the file it names (the link stays); a device is written directly
+    (renaming over /dev/full replaced the device node with a regular file, as root)."""
+    f = _bad_setup(tmp_path, _rng(request))
+    args = ["run", "--q", f["q"], "--k", f["k"], "--v", f["v"], "--backend", "cpu", "--out"]
+    real, link = tmp_path / "real.npy", tmp_path / "link.npy"
+    real.write_bytes(b"old")
+    link.symlink_to(real)
+    _ok(_cli([*args, link]), "output through a link")
+    assert link.is_symlink() and np.load(real).shape == (2, 9, 4, 16)
+    _ok(_cli([*args, os.devnull]), "output to the null device")
+    assert Path(os.devnull).is_char_device()
+    if Path("/dev/full").is_char_device():
+        proc = _cli([*args, "/dev/full"])
+        assert proc.returncode != 0 and "--out" in proc.stderr and "space" in proc.stderr.lower(), proc.stderr
+        assert Path("/dev/full").is_char_device()
+    assert not list(tmp_path.glob(".*flashattn-tmp*"))
