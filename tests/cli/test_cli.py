@@ -644,3 +644,55 @@ def test_outputs_through_links_and_devices(request, tmp_path):
         assert proc.returncode != 0 and "--out" in proc.stderr and "space" in proc.stderr.lower(), proc.stderr
         assert Path("/dev/full").is_char_device()
     assert not list(tmp_path.glob(".*flashattn-tmp*"))
+
+
+def _mutated_npy(good, rng):
+    """One corruption of a valid .npy file: header bytes, length field, truncation, shape,
+    dtype string or format version."""
+    hdr_end = 10 + int.from_bytes(good[8:10], "little")
+    header = good[10:hdr_end].decode("latin1")
+
+    def rebuild(h):
+        return good[:8] + len(h).to_bytes(2, "little") + h.encode("latin1") + good[hdr_end:]
+
+    kind = int(rng.integers(6))
+    if kind == 0:
+        b = bytearray(good)
+        for i in rng.integers(0, hdr_end, int(rng.integers(1, 5))):
+            b[i] = int(rng.integers(256))
+        return bytes(b)
+    if kind == 1:
+        return good[:int(rng.integers(len(good)))]
+    if kind == 2:
+        return good[:8] + int(rng.integers(65536)).to_bytes(2, "little") + good[10:]
+    if kind == 3:
+        shape = str(rng.choice(["(1, 9, 2, 16000000000)", "(-1, 9, 2, 16)", "(1, 9, 2)", "()", "(0, 9, 2, 16)",
+                                "(1, 9, 2, 16, 1)", "(4611686018427387904, 2, 2, 16)", "(1,9,2,16", "(1, 9, 2, 1e3)"]))
+        return rebuild(header.replace("(1, 9, 2, 16)", shape))
+    if kind == 4:
+        descr = str(rng.choice(["'>f4'", "'<f8'", "'<i4'", "'|b1'", "'<V4'", "'<f4", "'<u2'", "'O'", "'\xff\xfe'"]))
+        return rebuild(header.replace("'<f4'", descr).replace("False", "True" if rng.random() < 0.3 else "False"))
+    b = bytearray(good)
+    b[6], b[7] = int(rng.integers(5)), int(rng.integers(3))
+    return bytes(b[:8]) + len(header).to_bytes(4, "little") + good[10:] if b[6] >= 2 else bytes(b)
+
+
+def test_corrupt_npy_files_are_refused_cleanly(request, tmp_path):
+    """Randomly corrupted query files: each run either succeeds or is refused (exit 2) with a
+    message naming --q in printable ASCII; never a crash (scripts/sanitize_check.sh runs this
+    under AddressSanitizer and UndefinedBehaviorSanitizer, which also catch quiet overreads)."""
+    rng = _rng(request)
+    f = _bad_setup(tmp_path, rng)
+    good = Path(f["q"]).read_bytes()
+    q = tmp_path / "mutated.npy"
+    for i in range(120):
+        data = _mutated_npy(good, rng)
+        q.write_bytes(data)
+        proc = subprocess.run([CLI, "run", "--q", q, "--k", f["k"], "--v", f["v"], "--out", tmp_path / "o.npy",
+                               "--backend", "cpu"], capture_output=True, timeout=120)
+        err = proc.stderr.decode("utf-8", "replace")
+        what = f"mutation {i} (seed {SEED}): exit {proc.returncode}, file starts {data[:96]!r}\nstderr:\n{err}"
+        assert proc.returncode in (0, 2), what
+        if proc.returncode == 2:
+            assert "--q" in err, what
+            assert all(c == "\n" or 0x20 <= ord(c) < 0x7f for c in err), what

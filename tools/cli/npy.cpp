@@ -73,9 +73,9 @@ class HeaderParser {
 
  private:
   [[noreturn]] void fail(const std::string& why) {
-    std::string shown = s_.substr(0, 200);
-    while (!shown.empty() && (shown.back() == ' ' || shown.back() == '\n')) shown.pop_back();
-    throw NpyError(fmt::format("malformed .npy header ({}): {}", why, shown));
+    std::string head = s_.substr(0, 200);
+    while (!head.empty() && (head.back() == ' ' || head.back() == '\n')) head.pop_back();
+    throw NpyError(fmt::format("malformed .npy header ({}): {}", why, head));
   }
   char peek() const { return pos_ < s_.size() ? s_[pos_] : '\0'; }
   void skip_ws() {
@@ -165,6 +165,16 @@ int64_t NpyArray::numel() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
+}
+
+std::string NpyError::printable(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f) out.push_back(c);
+    else out += fmt::format("\\x{:02x}", u);
+  }
+  return out;
 }
 
 std::string NpyArray::dtype_name() const { return npy_type_name(descr); }

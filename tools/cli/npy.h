@@ -14,9 +14,15 @@ namespace facli {
 
 // Thrown for malformed or unsupported files; the message does not name the file
 // (callers add the option and path).
+// Messages quote the file's own bytes (its header, its dtype string); those
+// outside printable ASCII are shown as \xNN, so a corrupt file puts no raw
+// binary on the terminal and no invalid UTF-8 into a caller's log.
 class NpyError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit NpyError(const std::string& what) : std::runtime_error(printable(what)) {}
+
+ private:
+  static std::string printable(const std::string& s);
 };
 
 struct NpyArray {

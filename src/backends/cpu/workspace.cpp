@@ -14,9 +14,18 @@ struct Block {
   size_t cap;
 };
 
-std::mutex g_mu;
-std::vector<Block> g_free;  // cached blocks, at most Workspace::keep_bytes() in all
-size_t g_free_bytes = 0;
+// Cached blocks, at most Workspace::keep_bytes() in all. Never destroyed: a
+// call made from another static destructor still finds it, and the blocks
+// stay reachable at exit (no leak to report).
+struct Cache {
+  std::mutex mu;
+  std::vector<Block> blocks;
+  size_t bytes = 0;
+};
+Cache& cache() {
+  static Cache* const c = new Cache;
+  return *c;
+}
 
 void free_block(const Block& b) { ::operator delete(b.ptr, std::align_val_t(64)); }
 
@@ -32,16 +41,17 @@ void Workspace::acquire(size_t bytes) {
   release();
   if (bytes == 0) bytes = 64;
   {
-    std::lock_guard<std::mutex> lock(g_mu);
+    Cache& c = cache();
+    std::lock_guard<std::mutex> lock(c.mu);
     // The smallest cached block that fits.
-    size_t best = g_free.size();
-    for (size_t i = 0; i < g_free.size(); ++i)
-      if (g_free[i].cap >= bytes && (best == g_free.size() || g_free[i].cap < g_free[best].cap)) best = i;
-    if (best < g_free.size()) {
-      ptr_ = g_free[best].ptr;
-      cap_ = g_free[best].cap;
-      g_free_bytes -= cap_;
-      g_free.erase(g_free.begin() + static_cast<std::ptrdiff_t>(best));
+    size_t best = c.blocks.size();
+    for (size_t i = 0; i < c.blocks.size(); ++i)
+      if (c.blocks[i].cap >= bytes && (best == c.blocks.size() || c.blocks[i].cap < c.blocks[best].cap)) best = i;
+    if (best < c.blocks.size()) {
+      ptr_ = c.blocks[best].ptr;
+      cap_ = c.blocks[best].cap;
+      c.bytes -= cap_;
+      c.blocks.erase(c.blocks.begin() + static_cast<std::ptrdiff_t>(best));
       return;
     }
   }
@@ -56,18 +66,19 @@ void Workspace::release() {
   cap_ = 0;
   std::vector<Block> drop;
   {
-    std::lock_guard<std::mutex> lock(g_mu);
-    g_free.push_back(mine);
-    g_free_bytes += mine.cap;
+    Cache& c = cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.blocks.push_back(mine);
+    c.bytes += mine.cap;
     // Over the limit: drop the smallest blocks first (the large ones are the
     // expensive ones to fault in again), then this one if still over.
-    while (g_free_bytes > keep_bytes() && !g_free.empty()) {
+    while (c.bytes > keep_bytes() && !c.blocks.empty()) {
       size_t smallest = 0;
-      for (size_t i = 1; i < g_free.size(); ++i)
-        if (g_free[i].cap < g_free[smallest].cap) smallest = i;
-      drop.push_back(g_free[smallest]);
-      g_free_bytes -= g_free[smallest].cap;
-      g_free.erase(g_free.begin() + static_cast<std::ptrdiff_t>(smallest));
+      for (size_t i = 1; i < c.blocks.size(); ++i)
+        if (c.blocks[i].cap < c.blocks[smallest].cap) smallest = i;
+      drop.push_back(c.blocks[smallest]);
+      c.bytes -= c.blocks[smallest].cap;
+      c.blocks.erase(c.blocks.begin() + static_cast<std::ptrdiff_t>(smallest));
     }
   }
   for (const Block& b : drop) free_block(b);
