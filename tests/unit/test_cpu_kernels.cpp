@@ -221,6 +221,17 @@ std::vector<Case> level_cases() {
       Case("dropout").seq(100, 130).heads(2, 2).dims(64, 32).drop(0.2f, 7, 3),
       Case("softcap_alibi").seq(90, 140).heads(2, 1).dims(64, 64).cap(5.f).slopes(Alibi::per_head),
       Case("large_scores").seq(70, 70).dims(64, 64).magnitude(30.f).causal_mask(),
+      // Decoding shapes (decode.cpp: at most 64 query rows per kv head, 16 for
+      // bf16 beside AMX; keys in splits of 1024 merged at the end).
+      Case("decode_gqa_splits").seq(1, 2500).heads(8, 2).dims(128, 128).causal_mask(),
+      Case("decode_rows16").seq(16, 1100).heads(2, 2).dims(64, 64).causal_mask(),
+      Case("decode_gqa_rows64").seq(16, 1300).heads(8, 2).dims(64, 64).causal_mask(),
+      Case("decode_window_dv").seq(3, 2100).heads(4, 1).dims(64, 32).win(700, 0),
+      Case("decode_softcap_alibi").seq(2, 300).heads(4, 2).dims(64, 64).cap(5.f).slopes(Alibi::per_head),
+      Case("decode_odd_dims").seq(1, 77).heads(3, 1).dims(17, 9),
+      Case("decode_varlen").packed({1, 0, 3, 2}, {1500, 5, 0, 2049}).heads(4, 2).dims(64, 64).causal_mask(),
+      Case("decode_rows_without_keys").seq(5, 3).heads(2, 1).dims(32, 32).causal_mask(),
+      Case("decode_dropout_splits").seq(4, 1500).heads(4, 2).dims(64, 32).drop(0.2f, 7, 3),
   });
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cpu/decode.h"
 #include "backends/cpu/pack.h"
 #include "backends/cpu/tile_io.h"
 #include "backends/cpu/tile_ops.h"
@@ -247,6 +248,7 @@ struct Forward {
 }  // namespace cpu
 
 void cpu_forward(const FwdParams& p) {
+  if (cpu_forward_decode(p)) return;  // few query rows per kv head (decode.h)
   const cpu::Kernels& k = cpu::active_kernels();
   with_elem(p.dtype, [&](auto e) {
     using Elem = decltype(e);

@@ -1,0 +1,360 @@
+// CPU forward for decoding shapes: few query rows per kv head (a token or a
+// few per step against a long KV cache). The tiled forward (forward.cpp) packs
+// all of K and V before its loops and runs one work item per query head; here
+// that packing was 55% of a call and every kv head was read once per query
+// head of its group (docs/cpu_notes.md, v11). Instead:
+//   - the query rows of all heads that share a kv head are the columns of one
+//     small B operand (Q^T, at most kMaxRows), so K and V are read once;
+//   - scores are held transposed, S^T = K Q^T, with K read in place as the A
+//     operand (its rows at their own stride: no packing); fp32 P V reads V in
+//     place too; bf16 packs each V tile into VNNI pairs in cache;
+//   - keys are cut into splits of kSplitKeys at fixed positions, each a work
+//     item with its own running max, sum and output, merged in split order
+//     at the end (split-KV), so a single sequence still feeds every thread and
+//     the result does not depend on the thread count.
+// Scores, mask, softcap and ALiBi follow the tiled forward's general path
+// (scale, then ScoreContext on the transposed tile), so the two agree within
+// fp32 rounding; dropout draws the same Philox bits. fp16 inputs, and bf16
+// without AVX512-BF16, take the tiled forward.
+#include "backends/cpu/decode.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/tile_io.h"
+#include "backends/threads.h"
+
+namespace flashattn::detail {
+namespace cpu {
+namespace {
+
+constexpr int64_t kMaxRows = 64;           // query rows per kv head (columns of S^T)
+constexpr int64_t kMaxRowsBesideAmx = 16;  // bf16 where the tiled forward has AMX
+constexpr int64_t kTileKeys = 64;          // keys per product
+constexpr int64_t kSplitKeys = 1024;       // keys per work item, at multiples of this
+
+struct Item {
+  int64_t b, hk, k0, k1;  // keys [k0, k1) of sequence b, kv head hk
+  int64_t part;           // first float of its partial result
+};
+
+bool finite_f32_rows(const float* x, int64_t rows, int64_t ld, int64_t n) {
+  uint32_t bad = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * ld;
+    for (int64_t c = 0; c < n; ++c) {
+      uint32_t u;
+      std::memcpy(&u, row + c, 4);
+      bad |= static_cast<uint32_t>((u & 0x7f800000u) == 0x7f800000u);
+    }
+  }
+  return bad == 0;
+}
+
+bool finite_bf16_rows(const uint16_t* x, int64_t rows, int64_t ld, int64_t n) {
+  uint32_t bad = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < n; ++c) bad |= static_cast<uint32_t>((x[r * ld + c] & 0x7f80u) == 0x7f80u);
+  return bad == 0;
+}
+
+template <typename Elem>
+struct Decode {
+  static constexpr bool kBf16 = std::is_same_v<Elem, BF16>;
+  using Storage = typename Elem::storage;
+  const FwdParams& p;
+  const Kernels& k;  // row operations (the active level)
+  const Kernels& g;  // products: AVX512-BF16 for bf16 (any M, K even), else the active level
+  DropoutRng rng;
+  int64_t G, dqk, dv, dv_ld, rows_max, part_stride;
+  std::vector<Item> items;
+  std::vector<float> parts;  // per item: rows x (m, l, o[dv])
+
+  Decode(const FwdParams& params, const Kernels& kern, const Kernels& gemm)
+      : p(params),
+        k(kern),
+        g(gemm),
+        rng(p.dropout_p > 0.f ? DropoutRng::make(p.seed, p.offset, p.dropout_p) : DropoutRng{}),
+        G(p.group_size()),
+        dqk(p.head_dim_qk),
+        dv(p.head_dim_v) {
+    dv_ld = kBf16 ? (dv + 15) / 16 * 16 : dv;
+    rows_max = G * p.seqlen_q;
+    part_stride = 2 + dv;
+  }
+
+  void plan() {
+    int64_t off = 0;
+    for (int64_t b = 0; b < p.batch; ++b) {
+      const SeqLen sl(p, b);
+      if (sl.seqlen_q == 0) continue;
+      const Mask mask(sl.seqlen_q, sl.seqlen_k, p.window_left, p.window_right);
+      const int64_t lo = mask.col_begin(0), hi = mask.col_end(sl.seqlen_q - 1);
+      const int64_t rows = G * sl.seqlen_q;
+      for (int64_t hk = 0; hk < p.heads_kv; ++hk) {
+        // At least one item per (sequence, kv head), so rows that see no key
+        // still get their zeros and -inf written by the merge.
+        int64_t s0 = lo / kSplitKeys * kSplitKeys;
+        do {
+          const int64_t k0 = std::max(s0, lo), k1 = std::min(s0 + kSplitKeys, hi);
+          items.push_back({b, hk, k0, std::max(k0, k1), off});
+          off += rows * part_stride;
+          s0 += kSplitKeys;
+        } while (s0 < hi);
+      }
+    }
+    parts.resize(static_cast<size_t>(off));
+  }
+
+  void run() {
+    plan();
+    const int nt = thread_count(p);
+    const int64_t n = static_cast<int64_t>(items.size());
+#pragma omp parallel num_threads(nt)
+    {
+      Scratch w(*this);
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t i = 0; i < n; ++i) item(items[static_cast<size_t>(i)], w);
+    }
+    merge(nt);
+  }
+
+  struct Scratch {
+    std::vector<float> qt, s, pf, o, m, l, m_new, alpha, row;
+    std::vector<uint16_t> qt16, p16, v16;
+    explicit Scratch(const Decode& d)
+        : qt(kBf16 ? 0 : d.dqk * kMaxRows),
+          s(kTileKeys * kMaxRows),
+          pf(kMaxRows * kTileKeys),
+          o(kMaxRows * d.dv_ld),
+          m(kMaxRows),
+          l(kMaxRows),
+          m_new(kMaxRows),
+          alpha(kMaxRows),
+          row(std::max(d.dqk, d.dv)),
+          qt16(kBf16 ? d.dqk * kMaxRows : 0),
+          p16(kBf16 ? kMaxRows * kTileKeys : 0),
+          v16(kBf16 ? kTileKeys * d.dv_ld : 0) {}
+  };
+
+  // Query row c of the item: head hk * G + c / sq, row c % sq of the sequence.
+  void load_queries(const SeqLen& sl, int64_t b, int64_t hk, int64_t rows, Scratch& w) const {
+    const int64_t sq = sl.seqlen_q;
+    if constexpr (kBf16) std::fill(w.qt16.begin(), w.qt16.end(), uint16_t{0});
+    for (int64_t c = 0; c < rows; ++c) {
+      const int64_t off = sl.q_row(b, p.q_batch_stride, p.q_row_stride, p.q_head_stride, hk * G + c / sq, c % sq);
+      const auto* src = static_cast<const Storage*>(p.q) + off;
+      for (int64_t d = 0; d < dqk; ++d) {
+        if constexpr (kBf16) w.qt16[static_cast<size_t>((c / 16) * dqk * 16 + (d / 2) * 32 + (c % 16) * 2 + d % 2)] = src[d];
+        else w.qt[static_cast<size_t>(d * rows + c)] = src[d];
+      }
+    }
+  }
+
+  void item(const Item& it, Scratch& w) {
+    const SeqLen sl(p, it.b);
+    const int64_t sq = sl.seqlen_q, rows = G * sq, ld = kBf16 ? (rows + 15) / 16 * 16 : rows;
+    std::fill(w.o.begin(), w.o.end(), 0.f);
+    std::fill(w.m.begin(), w.m.end(), kNegInf);
+    std::fill(w.l.begin(), w.l.end(), 0.f);
+    if (it.k1 > it.k0) {
+      load_queries(sl, it.b, it.hk, rows, w);
+      std::vector<ScoreContext> ctx;
+      ctx.reserve(static_cast<size_t>(G));
+      for (int64_t gi = 0; gi < G; ++gi) ctx.emplace_back(p, sl, it.b, it.hk * G + gi, rng);
+      const bool general = p.softcap > 0.f || p.alibi_slopes != nullptr;
+      for (int64_t j0 = it.k0; j0 < it.k1; j0 += kTileKeys) {
+        const int64_t nk = std::min(kTileKeys, it.k1 - j0);
+        const bool full = ctx[0].mask.tile_full(0, sq, j0, j0 + nk);
+        tile(sl, it, j0, nk, rows, ld, general || !full, ctx, w);
+      }
+    }
+    float* out = parts.data() + it.part;
+    for (int64_t c = 0; c < rows; ++c) {
+      float* pc = out + c * part_stride;
+      pc[0] = w.m[c];
+      pc[1] = w.l[c];
+      std::memcpy(pc + 2, w.o.data() + c * dv_ld, static_cast<size_t>(dv) * sizeof(float));
+    }
+  }
+
+  void tile(const SeqLen& sl, const Item& it, int64_t j0, int64_t nk, int64_t rows, int64_t ld, bool modify,
+            const std::vector<ScoreContext>& ctx, Scratch& w) const {
+    const int64_t sq = sl.seqlen_q;
+    float* s = w.s.data();
+    // S^T = K Q^T, K read in place.
+    const int64_t koff = sl.k_row(it.b, p.k_batch_stride, p.k_row_stride, p.k_head_stride, it.hk, j0);
+    if constexpr (kBf16)
+      g.gemm_bf16(nk, ld, dqk, static_cast<const uint16_t*>(p.k) + koff, p.k_row_stride, w.qt16.data(), dqk * 16,
+                  s, ld, false);
+    else
+      g.gemm_f32(nk, rows, dqk, static_cast<const float*>(p.k) + koff, p.k_row_stride, w.qt.data(), rows, s, ld,
+                 false);
+    for (int64_t j = 0; j < nk; ++j) k.scale_row(s + j * ld, rows, p.softmax_scale);
+    if (modify)
+      for (int64_t gi = 0; gi < G; ++gi) ctx[static_cast<size_t>(gi)].apply_t(s + gi * sq, ld, 0, sq, j0, nk, nullptr);
+
+    // Online softmax down the columns (one column per query row).
+    for (int64_t c = 0; c < rows; ++c) {
+      float t = kNegInf;
+      bool nan = false;
+      for (int64_t j = 0; j < nk; ++j) {
+        const float x = s[j * ld + c];
+        if (x != x) nan = true;
+        else t = std::max(t, x);
+      }
+      const float tile_max = nan ? std::numeric_limits<float>::quiet_NaN() : t;
+      w.m_new[c] = (tile_max > w.m[c] || tile_max != tile_max) ? tile_max : w.m[c];
+      w.alpha[c] = w.m[c];
+    }
+    k.exp_sub_vec(w.alpha.data(), w.m_new.data(), rows);  // exp(m_old - m_new); 0 where m_old = -inf
+    for (int64_t j = 0; j < nk; ++j) k.exp_sub_vec(s + j * ld, w.m_new.data(), rows);
+    for (int64_t c = 0; c < rows; ++c) {
+      float sum = 0.f;
+      if (w.m_new[c] == kNegInf) {  // nothing visible in this row yet
+        for (int64_t j = 0; j < nk; ++j) s[j * ld + c] = 0.f;
+      } else {
+        for (int64_t j = 0; j < nk; ++j) sum += s[j * ld + c];
+        w.l[c] = w.l[c] * w.alpha[c] + sum;
+        w.m[c] = w.m_new[c];
+        if (w.alpha[c] != 1.f) k.scale_row(w.o.data() + c * dv_ld, dv, w.alpha[c]);
+      }
+    }
+    // Dropout acts on the probabilities after the normaliser is taken.
+    if (p.dropout_p > 0.f)
+      for (int64_t gi = 0; gi < G; ++gi) ctx[static_cast<size_t>(gi)].dropout_t(s + gi * sq, ld, 0, sq, j0, nk);
+
+    // O += P V.
+    const int64_t voff = sl.k_row(it.b, p.v_batch_stride, p.v_row_stride, p.v_head_stride, it.hk, j0);
+    const Storage* v = static_cast<const Storage*>(p.v) + voff;
+    const int64_t nk_e = nk + (nk & 1);
+    bool finite;
+    if constexpr (kBf16) {
+      finite = finite_bf16_rows(v, nk, p.v_row_stride, dv);
+      for (int64_t c = 0; c < rows; ++c)
+        for (int64_t j = 0; j < nk_e; ++j) {
+          const float x = j < nk ? s[j * ld + c] : 0.f;
+          w.p16[static_cast<size_t>(c * kTileKeys + j)] = float_to_bf16(x);
+          w.pf[static_cast<size_t>(c * kTileKeys + j)] = bf16_to_float(w.p16[static_cast<size_t>(c * kTileKeys + j)]);
+        }
+      if (finite) {
+        // V's tile as VNNI pairs, panels of 16 columns (nk_e * 16 apart), zero past nk and dv.
+        uint16_t* y = w.v16.data();
+        for (int64_t c0 = 0; c0 < dv_ld; c0 += 16)
+          for (int64_t t = 0; t < nk_e / 2; ++t)
+            for (int64_t e = 0; e < 2; ++e) {
+              const int64_t j = 2 * t + e;
+              uint16_t* dst = y + (c0 / 16) * nk_e * 16 + t * 32 + e;
+              for (int64_t c = 0; c < 16; ++c)
+                dst[c * 2] = (j < nk && c0 + c < dv) ? v[j * p.v_row_stride + c0 + c] : uint16_t{0};
+            }
+        g.gemm_bf16(rows, dv_ld, nk_e, w.p16.data(), kTileKeys, y, nk_e * 16, w.o.data(), dv_ld, true);
+      }
+    } else {
+      finite = finite_f32_rows(v, nk, p.v_row_stride, dv);
+      for (int64_t c = 0; c < rows; ++c)
+        for (int64_t j = 0; j < nk; ++j) w.pf[static_cast<size_t>(c * kTileKeys + j)] = s[j * ld + c];
+      if (finite) g.gemm_f32(rows, dv, nk, w.pf.data(), kTileKeys, v, p.v_row_stride, w.o.data(), dv_ld, true);
+    }
+    if (!finite) {
+      // NaN / inf in V reach only the rows that see them: skip exact zeros
+      // (a masked key times NaN would otherwise be NaN).
+      for (int64_t c = 0; c < rows; ++c)
+        for (int64_t j = 0; j < nk; ++j) {
+          const float pj = w.pf[static_cast<size_t>(c * kTileKeys + j)];
+          if (pj == 0.f) continue;
+          load_row<Elem>(v, j * p.v_row_stride, dv, w.row.data());
+          float* o = w.o.data() + c * dv_ld;
+          for (int64_t d = 0; d < dv; ++d) o[d] += pj * w.row[static_cast<size_t>(d)];
+        }
+    }
+  }
+
+  // Per (sequence, kv head): the splits' (m, l, o) merged in split order.
+  void merge(int nt) {
+    std::vector<int64_t> first;  // first item of each (sequence, kv head)
+    for (size_t i = 0; i < items.size(); ++i)
+      if (i == 0 || items[i].b != items[i - 1].b || items[i].hk != items[i - 1].hk)
+        first.push_back(static_cast<int64_t>(i));
+    first.push_back(static_cast<int64_t>(items.size()));
+    const int64_t groups = static_cast<int64_t>(first.size()) - 1;
+#pragma omp parallel num_threads(nt)
+    {
+      std::vector<float> o(static_cast<size_t>(dv));
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t gi = 0; gi < groups; ++gi) {
+        const Item& head = items[static_cast<size_t>(first[gi])];
+        const SeqLen sl(p, head.b);
+        const Mask mask(sl.seqlen_q, sl.seqlen_k, p.window_left, p.window_right);
+        const int64_t sq = sl.seqlen_q;
+        for (int64_t c = 0; c < G * sq; ++c) {
+          float mx = kNegInf;
+          bool nan = false;
+          for (int64_t i = first[gi]; i < first[gi + 1]; ++i) {
+            const float m = parts[static_cast<size_t>(items[static_cast<size_t>(i)].part + c * part_stride)];
+            if (m != m) nan = true;
+            else mx = std::max(mx, m);
+          }
+          if (nan) mx = std::numeric_limits<float>::quiet_NaN();
+          float l = 0.f;
+          std::fill(o.begin(), o.end(), 0.f);
+          if (mx != kNegInf)
+            for (int64_t i = first[gi]; i < first[gi + 1]; ++i) {
+              const float* pc = parts.data() + items[static_cast<size_t>(i)].part + c * part_stride;
+              if (pc[0] == kNegInf) continue;  // this split saw nothing of the row
+              const float a = std::exp(pc[0] - mx);
+              l += pc[1] * a;
+              for (int64_t d = 0; d < dv; ++d) o[static_cast<size_t>(d)] += pc[2 + d] * a;
+            }
+          const int64_t h = head.hk * G + c / sq, r = c % sq;
+          float lse = mx + std::log(l);
+          // Rows that saw no key: out 0, lse -inf; a row whose visible scores
+          // were all -inf (an inf input) is NaN (as in forward.cpp).
+          if (l == 0.f) {
+            const bool sees_keys = mask.col_begin(r) < mask.col_end(r);
+            const float fill = sees_keys ? std::numeric_limits<float>::quiet_NaN() : 0.f;
+            std::fill(o.begin(), o.end(), fill);
+            lse = sees_keys ? fill : kNegInf;
+          } else {
+            const float inv = 1.f / l;
+            for (float& x : o) x *= inv;
+          }
+          if (p.lse) p.lse[sl.lse_index(p, head.b, h, r)] = lse;
+          store_row<Elem>(p.out, sl.q_row(head.b, p.o_batch_stride, p.o_row_stride, p.o_head_stride, h, r), dv,
+                          o.data());
+        }
+      }
+    }
+  }
+};
+
+}  // namespace
+}  // namespace cpu
+
+bool cpu_forward_decode(const FwdParams& p) {
+  const int64_t rows = p.heads_kv > 0 ? p.group_size() * p.seqlen_q : 0;
+  if (p.heads_kv <= 0 || rows > cpu::kMaxRows) return false;
+  const cpu::Kernels& k = cpu::active_kernels();
+  if (p.dtype == DType::f32) {
+    cpu::Decode<F32>(p, k, k).run();
+    return true;
+  }
+  // bf16 products here are AVX512-BF16's (any number of keys per tile, K read
+  // in place); where the tiled forward has AMX (about 5x the product speed)
+  // only the memory-bound shapes, 16 rows or fewer, come here.
+  const int isa = static_cast<int>(k.isa);
+  if (p.dtype == DType::bf16 && p.head_dim_qk % 2 == 0 && isa >= static_cast<int>(cpu::Isa::avx512_bf16) &&
+      (isa < static_cast<int>(cpu::Isa::amx) || rows <= cpu::kMaxRowsBesideAmx)) {
+    cpu::Decode<BF16>(p, k, cpu::kernels(cpu::Isa::avx512_bf16)).run();
+    return true;
+  }
+  return false;
+}
+
+}  // namespace flashattn::detail
