@@ -126,7 +126,8 @@ struct Decode {
   }
 
   struct Scratch {
-    std::vector<float> qt, s, pf, o, m, l, m_new, alpha, row;
+    std::vector<float> qt, s, pf, o, m, l, m_new, alpha, tmax, row;
+    std::vector<int32_t> nan;
     std::vector<uint16_t> qt16, p16, v16;
     explicit Scratch(const Decode& d)
         : qt(kBf16 ? 0 : d.dqk * kMaxRows),
@@ -137,7 +138,9 @@ struct Decode {
           l(kMaxRows),
           m_new(kMaxRows),
           alpha(kMaxRows),
+          tmax(kMaxRows),
           row(std::max(d.dqk, d.dv)),
+          nan(kMaxRows),
           qt16(kBf16 ? d.dqk * kMaxRows : 0),
           p16(kBf16 ? kMaxRows * kTileKeys : 0),
           v16(kBf16 ? kTileKeys * d.dv_ld : 0) {}
@@ -200,28 +203,37 @@ struct Decode {
     if (modify)
       for (int64_t gi = 0; gi < G; ++gi) ctx[static_cast<size_t>(gi)].apply_t(s + gi * sq, ld, 0, sq, j0, nk, nullptr);
 
-    // Online softmax down the columns (one column per query row).
-    for (int64_t c = 0; c < rows; ++c) {
-      float t = kNegInf;
-      bool nan = false;
-      for (int64_t j = 0; j < nk; ++j) {
-        const float x = s[j * ld + c];
-        if (x != x) nan = true;
-        else t = std::max(t, x);
+    // Online softmax down the columns (one column per query row), each loop
+    // over a key row's columns so it vectorises.
+    float* tmax = w.tmax.data();
+    int32_t* nan = w.nan.data();
+    std::fill(tmax, tmax + rows, kNegInf);
+    std::fill(nan, nan + rows, 0);
+    for (int64_t j = 0; j < nk; ++j) {
+      const float* x = s + j * ld;
+      for (int64_t c = 0; c < rows; ++c) {
+        nan[c] += x[c] != x[c];
+        tmax[c] = x[c] > tmax[c] ? x[c] : tmax[c];
       }
-      const float tile_max = nan ? std::numeric_limits<float>::quiet_NaN() : t;
+    }
+    for (int64_t c = 0; c < rows; ++c) {
+      const float tile_max = nan[c] ? std::numeric_limits<float>::quiet_NaN() : tmax[c];
       w.m_new[c] = (tile_max > w.m[c] || tile_max != tile_max) ? tile_max : w.m[c];
       w.alpha[c] = w.m[c];
     }
     k.exp_sub_vec(w.alpha.data(), w.m_new.data(), rows);  // exp(m_old - m_new); 0 where m_old = -inf
-    for (int64_t j = 0; j < nk; ++j) k.exp_sub_vec(s + j * ld, w.m_new.data(), rows);
+    float* sum = tmax;                                     // reused: the column sums
+    std::fill(sum, sum + rows, 0.f);
+    for (int64_t j = 0; j < nk; ++j) {
+      float* x = s + j * ld;
+      k.exp_sub_vec(x, w.m_new.data(), rows);
+      for (int64_t c = 0; c < rows; ++c) sum[c] += x[c];
+    }
     for (int64_t c = 0; c < rows; ++c) {
-      float sum = 0.f;
       if (w.m_new[c] == kNegInf) {  // nothing visible in this row yet
         for (int64_t j = 0; j < nk; ++j) s[j * ld + c] = 0.f;
       } else {
-        for (int64_t j = 0; j < nk; ++j) sum += s[j * ld + c];
-        w.l[c] = w.l[c] * w.alpha[c] + sum;
+        w.l[c] = w.l[c] * w.alpha[c] + sum[c];
         w.m[c] = w.m_new[c];
         if (w.alpha[c] != 1.f) k.scale_row(w.o.data() + c * dv_ld, dv, w.alpha[c]);
       }
