@@ -72,7 +72,7 @@ struct Decode {
   const Kernels& k;  // row operations (the active level)
   const Kernels& g;  // products: AVX512-BF16 for bf16 (any M, K even), else the active level
   DropoutRng rng;
-  int64_t G, dqk, dv, dv_ld, rows_max, part_stride;
+  int64_t G, dqk, dv, dv_ld, part_stride;
   std::vector<Item> items;
   std::vector<float> parts;  // per item: rows x (m, l, o[dv])
 
@@ -85,7 +85,6 @@ struct Decode {
         dqk(p.head_dim_qk),
         dv(p.head_dim_v) {
     dv_ld = kBf16 ? (dv + 15) / 16 * 16 : dv;
-    rows_max = G * p.seqlen_q;
     part_stride = 2 + dv;
   }
 
@@ -350,8 +349,13 @@ struct Decode {
 }  // namespace cpu
 
 bool cpu_forward_decode(const FwdParams& p) {
-  const int64_t rows = p.heads_kv > 0 ? p.group_size() * p.seqlen_q : 0;
-  if (p.heads_kv <= 0 || rows > cpu::kMaxRows) return false;
+  if (p.heads_kv <= 0) return false;
+  // The longest sequence's own length, not max_seqlen_q: a filled parameter
+  // block (run_forward) is not validated, and the scratch holds kMaxRows.
+  int64_t sq = 0;
+  for (int64_t b = 0; b < p.batch; ++b) sq = std::max(sq, SeqLen(p, b).seqlen_q);
+  const int64_t rows = p.group_size() * sq;
+  if (rows > cpu::kMaxRows) return false;
   const cpu::Kernels& k = cpu::active_kernels();
   if (p.dtype == DType::f32) {
     cpu::Decode<F32>(p, k, k).run();
