@@ -39,9 +39,17 @@ constexpr int64_t kMaxRowsBesideAmx = 16;  // bf16 where the tiled forward has A
 constexpr int64_t kTileKeys = 64;          // keys per product
 constexpr int64_t kSplitKeys = 1024;       // keys per work item, at multiples of this
 
+// One split of one (sequence, kv head): its keys and where its partial result goes.
 struct Item {
   int64_t b, hk, k0, k1;  // keys [k0, k1) of sequence b, kv head hk
   int64_t part;           // first float of its partial result
+};
+
+// A work item: split s of sequence b for kv heads [hk0, hk1), the heads inner
+// per key tile, so the rows of a tile (one page each in the [B, S, H, D]
+// layout) serve every head of the group while they are in cache.
+struct Work {
+  int64_t b, s, hk0, hk1;
 };
 
 bool finite_f32_rows(const float* x, int64_t rows, int64_t ld, int64_t n) {
@@ -72,11 +80,13 @@ struct Decode {
   const Kernels& k;  // row operations (the active level)
   const Kernels& g;  // products: AVX512-BF16 for bf16 (any M, K even), else the active level
   DropoutRng rng;
-  int64_t G, dqk, dv, dv_ld, part_stride;
-  std::vector<Item> items;
+  int64_t G, dqk, dv, dv_ld, part_stride, rows_cap, heads_per_work = 1;
+  std::vector<Item> items;                    // (sequence, kv head, split), splits innermost
+  std::vector<int64_t> first_item, n_splits;  // per sequence
+  std::vector<Work> works;
   std::vector<float> parts;  // per item: rows x (m, l, o[dv])
 
-  Decode(const FwdParams& params, const Kernels& kern, const Kernels& gemm)
+  Decode(const FwdParams& params, const Kernels& kern, const Kernels& gemm, int64_t rows)
       : p(params),
         k(kern),
         g(gemm),
@@ -85,13 +95,17 @@ struct Decode {
         dqk(p.head_dim_qk),
         dv(p.head_dim_v) {
     dv_ld = kBf16 ? (dv + 15) / 16 * 16 : dv;
+    rows_cap = std::max<int64_t>(16, (rows + 15) / 16 * 16);
     part_stride = 2 + dv;
   }
 
-  void plan() {
-    int64_t off = 0;
+  void plan(int nt) {
+    int64_t off = 0, splits = 0;
+    first_item.assign(static_cast<size_t>(p.batch), 0);
+    n_splits.assign(static_cast<size_t>(p.batch), 0);
     for (int64_t b = 0; b < p.batch; ++b) {
       const SeqLen sl(p, b);
+      first_item[static_cast<size_t>(b)] = static_cast<int64_t>(items.size());
       if (sl.seqlen_q == 0) continue;
       const Mask mask(sl.seqlen_q, sl.seqlen_k, p.window_left, p.window_right);
       const int64_t lo = mask.col_begin(0), hi = mask.col_end(sl.seqlen_q - 1);
@@ -99,54 +113,81 @@ struct Decode {
       for (int64_t hk = 0; hk < p.heads_kv; ++hk) {
         // At least one item per (sequence, kv head), so rows that see no key
         // still get their zeros and -inf written by the merge.
-        int64_t s0 = lo / kSplitKeys * kSplitKeys;
+        int64_t s0 = lo / kSplitKeys * kSplitKeys, n = 0;
         do {
           const int64_t k0 = std::max(s0, lo), k1 = std::min(s0 + kSplitKeys, hi);
           items.push_back({b, hk, k0, std::max(k0, k1), off});
           off += rows * part_stride;
           s0 += kSplitKeys;
+          ++n;
         } while (s0 < hi);
+        n_splits[static_cast<size_t>(b)] = n;  // the same for every kv head
       }
+      splits += n_splits[static_cast<size_t>(b)];
     }
     parts.resize(static_cast<size_t>(off));
+    // As many kv heads per work item as still leave every thread 4 items (a
+    // head's result does not depend on its group: the thread count only
+    // changes which heads share a pass over the pages).
+    const int64_t groups = std::clamp<int64_t>((4 * nt + std::max<int64_t>(splits, 1) - 1) / std::max<int64_t>(splits, 1), 1,
+                                               p.heads_kv);
+    heads_per_work = (p.heads_kv + groups - 1) / groups;
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t sp = 0; sp < n_splits[static_cast<size_t>(b)]; ++sp)
+        for (int64_t h0 = 0; h0 < p.heads_kv; h0 += heads_per_work)
+          works.push_back({b, sp, h0, std::min(p.heads_kv, h0 + heads_per_work)});
+  }
+
+  const Item& item_of(const Work& wk, int64_t hk) const {
+    return items[static_cast<size_t>(first_item[static_cast<size_t>(wk.b)] + hk * n_splits[static_cast<size_t>(wk.b)] + wk.s)];
   }
 
   void run() {
-    plan();
     const int nt = thread_count(p);
-    const int64_t n = static_cast<int64_t>(items.size());
+    plan(nt);
+    const int64_t n = static_cast<int64_t>(works.size());
 #pragma omp parallel num_threads(nt)
     {
       Scratch w(*this);
 #pragma omp for schedule(dynamic, 1)
-      for (int64_t i = 0; i < n; ++i) item(items[static_cast<size_t>(i)], w);
+      for (int64_t i = 0; i < n; ++i) work(works[static_cast<size_t>(i)], w);
     }
     merge(nt);
   }
 
+  // One kv head's running state in a work item: its queries (Q^T) and, per
+  // query row, the running max, sum and unnormalised output.
+  struct Head {
+    std::vector<float> qt, o, m, l;
+    std::vector<uint16_t> qt16;
+    explicit Head(const Decode& d)
+        : qt(kBf16 ? 0 : d.dqk * d.rows_cap),
+          o(d.rows_cap * d.dv_ld),
+          m(d.rows_cap),
+          l(d.rows_cap),
+          qt16(kBf16 ? d.dqk * d.rows_cap : 0) {}
+  };
+
   struct Scratch {
-    std::vector<float> qt, s, pf, o, m, l, m_new, alpha, tmax, row;
+    std::vector<Head> heads;
+    std::vector<float> s, pf, m_new, alpha, tmax, row;
     std::vector<int32_t> nan;
-    std::vector<uint16_t> qt16, p16, v16;
+    std::vector<uint16_t> p16, v16;
     explicit Scratch(const Decode& d)
-        : qt(kBf16 ? 0 : d.dqk * kMaxRows),
-          s(kTileKeys * kMaxRows),
-          pf(kMaxRows * kTileKeys),
-          o(kMaxRows * d.dv_ld),
-          m(kMaxRows),
-          l(kMaxRows),
-          m_new(kMaxRows),
-          alpha(kMaxRows),
-          tmax(kMaxRows),
+        : heads(static_cast<size_t>(d.heads_per_work), Head(d)),
+          s(kTileKeys * d.rows_cap),
+          pf(d.rows_cap * kTileKeys),
+          m_new(d.rows_cap),
+          alpha(d.rows_cap),
+          tmax(d.rows_cap),
           row(std::max(d.dqk, d.dv)),
-          nan(kMaxRows),
-          qt16(kBf16 ? d.dqk * kMaxRows : 0),
-          p16(kBf16 ? kMaxRows * kTileKeys : 0),
+          nan(d.rows_cap),
+          p16(kBf16 ? d.rows_cap * kTileKeys : 0),
           v16(kBf16 ? kTileKeys * d.dv_ld : 0) {}
   };
 
   // Query row c of the item: head hk * G + c / sq, row c % sq of the sequence.
-  void load_queries(const SeqLen& sl, int64_t b, int64_t hk, int64_t rows, Scratch& w) const {
+  void load_queries(const SeqLen& sl, int64_t b, int64_t hk, int64_t rows, Head& w) const {
     const int64_t sq = sl.seqlen_q;
     if constexpr (kBf16) std::fill(w.qt16.begin(), w.qt16.end(), uint16_t{0});
     for (int64_t c = 0; c < rows; ++c) {
@@ -159,44 +200,54 @@ struct Decode {
     }
   }
 
-  void item(const Item& it, Scratch& w) {
-    const SeqLen sl(p, it.b);
+  void work(const Work& wk, Scratch& w) {
+    const SeqLen sl(p, wk.b);
     const int64_t sq = sl.seqlen_q, rows = G * sq, ld = kBf16 ? (rows + 15) / 16 * 16 : rows;
-    std::fill(w.o.begin(), w.o.end(), 0.f);
-    std::fill(w.m.begin(), w.m.end(), kNegInf);
-    std::fill(w.l.begin(), w.l.end(), 0.f);
-    if (it.k1 > it.k0) {
-      load_queries(sl, it.b, it.hk, rows, w);
-      std::vector<ScoreContext> ctx;
-      ctx.reserve(static_cast<size_t>(G));
-      for (int64_t gi = 0; gi < G; ++gi) ctx.emplace_back(p, sl, it.b, it.hk * G + gi, rng);
+    const int64_t nh = wk.hk1 - wk.hk0;
+    const Item& first = item_of(wk, wk.hk0);  // every head of the work has its keys
+    for (int64_t i = 0; i < nh; ++i) {
+      Head& st = w.heads[static_cast<size_t>(i)];
+      std::fill(st.o.begin(), st.o.end(), 0.f);
+      std::fill(st.m.begin(), st.m.end(), kNegInf);
+      std::fill(st.l.begin(), st.l.end(), 0.f);
+      if (first.k1 > first.k0) load_queries(sl, wk.b, wk.hk0 + i, rows, st);
+    }
+    if (first.k1 > first.k0) {
+      std::vector<ScoreContext> ctx;  // query head hk * G + gi at (hk - hk0) * G + gi
+      ctx.reserve(static_cast<size_t>(nh * G));
+      for (int64_t h = wk.hk0 * G; h < wk.hk1 * G; ++h) ctx.emplace_back(p, sl, wk.b, h, rng);
       const bool general = p.softcap > 0.f || p.alibi_slopes != nullptr;
-      for (int64_t j0 = it.k0; j0 < it.k1; j0 += kTileKeys) {
-        const int64_t nk = std::min(kTileKeys, it.k1 - j0);
+      for (int64_t j0 = first.k0; j0 < first.k1; j0 += kTileKeys) {
+        const int64_t nk = std::min(kTileKeys, first.k1 - j0);
         const bool full = ctx[0].mask.tile_full(0, sq, j0, j0 + nk);
-        tile(sl, it, j0, nk, rows, ld, general || !full, ctx, w);
+        for (int64_t i = 0; i < nh; ++i)
+          tile(sl, item_of(wk, wk.hk0 + i), j0, nk, rows, ld, general || !full, &ctx[static_cast<size_t>(i * G)], w,
+               w.heads[static_cast<size_t>(i)]);
       }
     }
-    float* out = parts.data() + it.part;
-    for (int64_t c = 0; c < rows; ++c) {
-      float* pc = out + c * part_stride;
-      pc[0] = w.m[c];
-      pc[1] = w.l[c];
-      std::memcpy(pc + 2, w.o.data() + c * dv_ld, static_cast<size_t>(dv) * sizeof(float));
+    for (int64_t i = 0; i < nh; ++i) {
+      const Head& st = w.heads[static_cast<size_t>(i)];
+      float* out = parts.data() + item_of(wk, wk.hk0 + i).part;
+      for (int64_t c = 0; c < rows; ++c) {
+        float* pc = out + c * part_stride;
+        pc[0] = st.m[static_cast<size_t>(c)];
+        pc[1] = st.l[static_cast<size_t>(c)];
+        std::memcpy(pc + 2, st.o.data() + c * dv_ld, static_cast<size_t>(dv) * sizeof(float));
+      }
     }
   }
 
   void tile(const SeqLen& sl, const Item& it, int64_t j0, int64_t nk, int64_t rows, int64_t ld, bool modify,
-            const std::vector<ScoreContext>& ctx, Scratch& w) const {
+            const ScoreContext* ctx, Scratch& w, Head& st) const {
     const int64_t sq = sl.seqlen_q;
     float* s = w.s.data();
     // S^T = K Q^T, K read in place.
     const int64_t koff = sl.k_row(it.b, p.k_batch_stride, p.k_row_stride, p.k_head_stride, it.hk, j0);
     if constexpr (kBf16)
-      g.gemm_bf16(nk, ld, dqk, static_cast<const uint16_t*>(p.k) + koff, p.k_row_stride, w.qt16.data(), dqk * 16,
+      g.gemm_bf16(nk, ld, dqk, static_cast<const uint16_t*>(p.k) + koff, p.k_row_stride, st.qt16.data(), dqk * 16,
                   s, ld, false);
     else
-      g.gemm_f32(nk, rows, dqk, static_cast<const float*>(p.k) + koff, p.k_row_stride, w.qt.data(), rows, s, ld,
+      g.gemm_f32(nk, rows, dqk, static_cast<const float*>(p.k) + koff, p.k_row_stride, st.qt.data(), rows, s, ld,
                  false);
     for (int64_t j = 0; j < nk; ++j) k.scale_row(s + j * ld, rows, p.softmax_scale);
     if (modify)
@@ -217,8 +268,8 @@ struct Decode {
     }
     for (int64_t c = 0; c < rows; ++c) {
       const float tile_max = nan[c] ? std::numeric_limits<float>::quiet_NaN() : tmax[c];
-      w.m_new[c] = (tile_max > w.m[c] || tile_max != tile_max) ? tile_max : w.m[c];
-      w.alpha[c] = w.m[c];
+      w.m_new[c] = (tile_max > st.m[c] || tile_max != tile_max) ? tile_max : st.m[c];
+      w.alpha[c] = st.m[c];
     }
     k.exp_sub_vec(w.alpha.data(), w.m_new.data(), rows);  // exp(m_old - m_new); 0 where m_old = -inf
     float* sum = tmax;                                     // reused: the column sums
@@ -232,9 +283,9 @@ struct Decode {
       if (w.m_new[c] == kNegInf) {  // nothing visible in this row yet
         for (int64_t j = 0; j < nk; ++j) s[j * ld + c] = 0.f;
       } else {
-        w.l[c] = w.l[c] * w.alpha[c] + sum[c];
-        w.m[c] = w.m_new[c];
-        if (w.alpha[c] != 1.f) k.scale_row(w.o.data() + c * dv_ld, dv, w.alpha[c]);
+        st.l[c] = st.l[c] * w.alpha[c] + sum[c];
+        st.m[c] = w.m_new[c];
+        if (w.alpha[c] != 1.f) k.scale_row(st.o.data() + c * dv_ld, dv, w.alpha[c]);
       }
     }
     // Dropout acts on the probabilities after the normaliser is taken.
@@ -265,13 +316,13 @@ struct Decode {
               for (int64_t c = 0; c < 16; ++c)
                 dst[c * 2] = (j < nk && c0 + c < dv) ? v[j * p.v_row_stride + c0 + c] : uint16_t{0};
             }
-        g.gemm_bf16(rows, dv_ld, nk_e, w.p16.data(), kTileKeys, y, nk_e * 16, w.o.data(), dv_ld, true);
+        g.gemm_bf16(rows, dv_ld, nk_e, w.p16.data(), kTileKeys, y, nk_e * 16, st.o.data(), dv_ld, true);
       }
     } else {
       finite = finite_f32_rows(v, nk, p.v_row_stride, dv);
       for (int64_t c = 0; c < rows; ++c)
         for (int64_t j = 0; j < nk; ++j) w.pf[static_cast<size_t>(c * kTileKeys + j)] = s[j * ld + c];
-      if (finite) g.gemm_f32(rows, dv, nk, w.pf.data(), kTileKeys, v, p.v_row_stride, w.o.data(), dv_ld, true);
+      if (finite) g.gemm_f32(rows, dv, nk, w.pf.data(), kTileKeys, v, p.v_row_stride, st.o.data(), dv_ld, true);
     }
     if (!finite) {
       // NaN / inf in V reach only the rows that see them: skip exact zeros
@@ -281,7 +332,7 @@ struct Decode {
           const float pj = w.pf[static_cast<size_t>(c * kTileKeys + j)];
           if (pj == 0.f) continue;
           load_row<Elem>(v, j * p.v_row_stride, dv, w.row.data());
-          float* o = w.o.data() + c * dv_ld;
+          float* o = st.o.data() + c * dv_ld;
           for (int64_t d = 0; d < dv; ++d) o[d] += pj * w.row[static_cast<size_t>(d)];
         }
     }
@@ -358,7 +409,7 @@ bool cpu_forward_decode(const FwdParams& p) {
   if (rows > cpu::kMaxRows) return false;
   const cpu::Kernels& k = cpu::active_kernels();
   if (p.dtype == DType::f32) {
-    cpu::Decode<F32>(p, k, k).run();
+    cpu::Decode<F32>(p, k, k, rows).run();
     return true;
   }
   // bf16 products here are AVX512-BF16's (any number of keys per tile, K read
@@ -367,7 +418,7 @@ bool cpu_forward_decode(const FwdParams& p) {
   const int isa = static_cast<int>(k.isa);
   if (p.dtype == DType::bf16 && p.head_dim_qk % 2 == 0 && isa >= static_cast<int>(cpu::Isa::avx512_bf16) &&
       (isa < static_cast<int>(cpu::Isa::amx) || rows <= cpu::kMaxRowsBesideAmx)) {
-    cpu::Decode<BF16>(p, k, cpu::kernels(cpu::Isa::avx512_bf16)).run();
+    cpu::Decode<BF16>(p, k, cpu::kernels(cpu::Isa::avx512_bf16), rows).run();
     return true;
   }
   return false;
