@@ -8,6 +8,9 @@
 //   - scores are held transposed, S^T = K Q^T, with K read in place as the A
 //     operand (its rows at their own stride: no packing); fp32 P V reads V in
 //     place too; bf16 packs each V tile into VNNI pairs in cache;
+//   - a work item covers several kv heads, inner per key tile: in [B, S, H, D]
+//     each key row of a head is in its own page, which all the heads then share
+//     (5.6 -> 11.6 GB/s of K and V read);
 //   - keys are cut into splits of kSplitKeys at fixed positions, each a work
 //     item with its own running max, sum and output, merged in split order
 //     at the end (split-KV), so a single sequence still feeds every thread and
