@@ -34,6 +34,19 @@ def timed(fn, warmup, repeats):
     return statistics.median(times) * 1e3
 
 
+def write_result(a, script, units, rows):
+    """The run's rows with the date, host, versions and command, as JSON to a.json (if given)."""
+    if not a.json:
+        return
+    result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "host": platform.node(),
+              "processor": platform.processor(), "threads": a.threads, "torch": torch.__version__,
+              "flashattn": flashattn.__version__, "units": units,
+              "command": f"python bench/cpu/{script} " + " ".join(f"--{k}={v}" for k, v in vars(a).items()),
+              "rows": rows}
+    with open(a.json, "w") as f:
+        json.dump(result, f, indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
@@ -97,14 +110,7 @@ def main():
                           f"{g('ours_bwd_tflops') / g('torch_bwd_tflops'):6.2f} | {row['max_abs_diff']:9.2e}",
                           flush=True)
 
-    result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "host": platform.node(),
-              "processor": platform.processor(), "threads": a.threads, "torch": torch.__version__,
-              "flashattn": flashattn.__version__, "units": "TFLOP/s by the contract's count; ms are medians",
-              "command": "python bench/cpu/bench_cpu.py " + " ".join(f"--{k}={v}" for k, v in vars(a).items()),
-              "rows": rows}
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(result, f, indent=1)
+    write_result(a, "bench_cpu.py", "TFLOP/s by the contract's count; ms are medians", rows)
 
 
 if __name__ == "__main__":

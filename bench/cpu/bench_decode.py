@@ -14,15 +14,12 @@ Usage (the package installed, PyTorch present):
       [--repeats 10] [--json FILE]
 """
 import argparse
-import datetime
-import json
-import platform
 
 import torch
 import torch.nn.functional as F
 
 import flashattn
-from bench_cpu import timed
+from bench_cpu import timed, write_result
 
 
 def main():
@@ -70,16 +67,7 @@ def main():
                           f"{row['torch_ms'] / row['ours_ms']:6.2f} | {row['ours_kv_gbs']:9.1f} "
                           f"{row['torch_kv_gbs']:10.1f} | {diff:9.2e}", flush=True)
 
-    result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "host": platform.node(),
-              "processor": platform.processor(), "threads": a.threads, "torch": torch.__version__,
-              "flashattn": flashattn.__version__,
-              "units": "ms are medians; ratio = torch_ms / ours_ms; GB/s of K and V read once",
-              "command": "python bench/cpu/bench_decode.py " + " ".join(f"--{k}={v}" for k, v in vars(a).items()),
-              "rows": rows}
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(result, f, indent=1)
-
+    write_result(a, "bench_decode.py", "ms are medians; ratio = torch_ms / ours_ms; GB/s of K and V read once", rows)
 
 if __name__ == "__main__":
     main()

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/pack.h"
 #include "backends/cpu/tile_io.h"
 #include "backends/threads.h"
 
@@ -55,23 +56,12 @@ struct Work {
   int64_t b, s, hk0, hk1;
 };
 
-bool finite_f32_rows(const float* x, int64_t rows, int64_t ld, int64_t n) {
-  uint32_t bad = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = x + r * ld;
-    for (int64_t c = 0; c < n; ++c) {
-      uint32_t u;
-      std::memcpy(&u, row + c, 4);
-      bad |= static_cast<uint32_t>((u & 0x7f800000u) == 0x7f800000u);
-    }
-  }
-  return bad == 0;
-}
-
-bool finite_bf16_rows(const uint16_t* x, int64_t rows, int64_t ld, int64_t n) {
+// No NaN or inf among rows x n elements (the pack's bit test, pack.h).
+template <typename Elem>
+bool rows_finite(const typename Elem::storage* x, int64_t rows, int64_t ld, int64_t n) {
   uint32_t bad = 0;
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < n; ++c) bad |= static_cast<uint32_t>((x[r * ld + c] & 0x7f80u) == 0x7f80u);
+    for (int64_t c = 0; c < n; ++c) bad |= finite_bits<Elem>(x[r * ld + c]) ? 0u : 1u;
   return bad == 0;
 }
 
@@ -179,7 +169,7 @@ struct Decode {
     explicit Scratch(const Decode& d)
         : heads(static_cast<size_t>(d.heads_per_work), Head(d)),
           s(kTileKeys * d.rows_cap),
-          pf(d.rows_cap * kTileKeys),
+          pf(kBf16 ? 0 : d.rows_cap * kTileKeys),
           m_new(d.rows_cap),
           alpha(d.rows_cap),
           tmax(d.rows_cap),
@@ -252,7 +242,7 @@ struct Decode {
     else
       g.gemm_f32(nk, rows, dqk, static_cast<const float*>(p.k) + koff, p.k_row_stride, st.qt.data(), rows, s, ld,
                  false);
-    for (int64_t j = 0; j < nk; ++j) k.scale_row(s + j * ld, rows, p.softmax_scale);
+    k.scale_row(s, nk * ld, p.softmax_scale);  // one call; columns past `rows` (bf16 padding) go unread
     if (modify)
       for (int64_t gi = 0; gi < G; ++gi) ctx[static_cast<size_t>(gi)].apply_t(s + gi * sq, ld, 0, sq, j0, nk, nullptr);
 
@@ -299,15 +289,11 @@ struct Decode {
     const int64_t voff = sl.k_row(it.b, p.v_batch_stride, p.v_row_stride, p.v_head_stride, it.hk, j0);
     const Storage* v = static_cast<const Storage*>(p.v) + voff;
     const int64_t nk_e = nk + (nk & 1);
-    bool finite;
+    const bool finite = rows_finite<Elem>(v, nk, p.v_row_stride, dv);
     if constexpr (kBf16) {
-      finite = finite_bf16_rows(v, nk, p.v_row_stride, dv);
       for (int64_t c = 0; c < rows; ++c)
-        for (int64_t j = 0; j < nk_e; ++j) {
-          const float x = j < nk ? s[j * ld + c] : 0.f;
-          w.p16[static_cast<size_t>(c * kTileKeys + j)] = float_to_bf16(x);
-          w.pf[static_cast<size_t>(c * kTileKeys + j)] = bf16_to_float(w.p16[static_cast<size_t>(c * kTileKeys + j)]);
-        }
+        for (int64_t j = 0; j < nk_e; ++j)
+          w.p16[static_cast<size_t>(c * kTileKeys + j)] = float_to_bf16(j < nk ? s[j * ld + c] : 0.f);
       if (finite) {
         // V's tile as VNNI pairs, panels of 16 columns (nk_e * 16 apart), zero past nk and dv.
         uint16_t* y = w.v16.data();
@@ -322,7 +308,6 @@ struct Decode {
         g.gemm_bf16(rows, dv_ld, nk_e, w.p16.data(), kTileKeys, y, nk_e * 16, st.o.data(), dv_ld, true);
       }
     } else {
-      finite = finite_f32_rows(v, nk, p.v_row_stride, dv);
       for (int64_t c = 0; c < rows; ++c)
         for (int64_t j = 0; j < nk; ++j) w.pf[static_cast<size_t>(c * kTileKeys + j)] = s[j * ld + c];
       if (finite) g.gemm_f32(rows, dv, nk, w.pf.data(), kTileKeys, v, p.v_row_stride, st.o.data(), dv_ld, true);
@@ -332,7 +317,8 @@ struct Decode {
       // (a masked key times NaN would otherwise be NaN).
       for (int64_t c = 0; c < rows; ++c)
         for (int64_t j = 0; j < nk; ++j) {
-          const float pj = w.pf[static_cast<size_t>(c * kTileKeys + j)];
+          const size_t e = static_cast<size_t>(c * kTileKeys + j);
+          const float pj = kBf16 ? bf16_to_float(w.p16[e]) : w.pf[e];  // P as the product would use it
           if (pj == 0.f) continue;
           load_row<Elem>(v, j * p.v_row_stride, dv, w.row.data());
           float* o = st.o.data() + c * dv_ld;
