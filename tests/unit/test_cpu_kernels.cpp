@@ -206,6 +206,33 @@ TEST_P(CpuKernels, Bf16Rounding) {
           << r << "," << c;
 }
 
+// The decoding path's V tiles: the finite test on the bits, and bf16 rows moved
+// into VNNI panels (zero past rows and columns) with the same test in one pass.
+TEST_P(CpuKernels, FiniteTestAndBf16Vnni) {
+  auto x = random_floats(7 * 40, 13);
+  EXPECT_TRUE(k().finite_f32(x.data(), 40, 7, 37));
+  x[5 * 40 + 36] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_FALSE(k().finite_f32(x.data(), 40, 7, 37));
+  EXPECT_TRUE(k().finite_f32(x.data(), 40, 5, 37));  // the NaN's row is past `rows`
+  EXPECT_TRUE(k().finite_f32(x.data(), 40, 7, 36));  // ... and past `cols`
+  x[2 * 40 + 3] = -std::numeric_limits<float>::infinity();
+  EXPECT_FALSE(k().finite_f32(x.data(), 40, 5, 37));
+  // 7 rows of 37 columns (leading dimension 40) into 8 rows x 48 columns.
+  std::vector<uint16_t> b(7 * 40);
+  const auto f = random_floats(7 * 40, 14);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = flashattn::float_to_bf16(f[i]);
+  b[6 * 40 + 38] = 0x7FC0;  // NaN outside the columns read
+  std::vector<uint16_t> v(8 * 48, 0xFFFF);
+  EXPECT_TRUE(k().bf16_vnni(b.data(), 40, 7, 8, 37, 48, v.data()));
+  for (int r = 0; r < 8; ++r)
+    for (int c = 0; c < 48; ++c)
+      ASSERT_EQ(v[(c / 16) * 8 * 16 + (r / 2) * 32 + (c % 16) * 2 + r % 2],
+                r < 7 && c < 37 ? b[r * 40 + c] : uint16_t{0})
+          << r << "," << c;
+  b[3 * 40 + 20] = 0xFF80;  // -inf
+  EXPECT_FALSE(k().bf16_vnni(b.data(), 40, 7, 8, 37, 48, v.data()));
+}
+
 INSTANTIATE_TEST_SUITE_P(Levels, CpuKernels, ::testing::ValuesIn(kLevels), level_name);
 
 // The whole backend on one level: every case of the table, forward and backward.

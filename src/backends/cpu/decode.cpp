@@ -41,7 +41,11 @@ namespace {
 constexpr int64_t kMaxRows = 64;           // query rows per kv head (columns of S^T)
 constexpr int64_t kMaxRowsBesideAmx = 16;  // bf16 where the tiled forward has AMX
 constexpr int64_t kTileKeys = 64;          // keys per product
-constexpr int64_t kSplitKeys = 1024;       // keys per work item, at multiples of this
+// Keys per work item, at multiples of the split: 1024, halved (down to 256)
+// while a call would have fewer than kMinItems items, so that short caches
+// still feed every thread. A function of the shape alone: the result does not
+// depend on the thread count.
+constexpr int64_t kSplitKeys = 1024, kMinSplitKeys = 256, kMinItems = 64;
 
 // One split of one (sequence, kv head): its keys and where its partial result goes.
 struct Item {
@@ -56,15 +60,6 @@ struct Work {
   int64_t b, s, hk0, hk1;
 };
 
-// No NaN or inf among rows x n elements (the pack's bit test, pack.h).
-template <typename Elem>
-bool rows_finite(const typename Elem::storage* x, int64_t rows, int64_t ld, int64_t n) {
-  uint32_t bad = 0;
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < n; ++c) bad |= finite_bits<Elem>(x[r * ld + c]) ? 0u : 1u;
-  return bad == 0;
-}
-
 template <typename Elem>
 struct Decode {
   static constexpr bool kBf16 = std::is_same_v<Elem, BF16>;
@@ -77,7 +72,9 @@ struct Decode {
   std::vector<Item> items;                    // (sequence, kv head, split), splits innermost
   std::vector<int64_t> first_item, n_splits;  // per sequence
   std::vector<Work> works;
-  std::vector<float> parts;  // per item: rows x (m, l, o[dv])
+  Workspace parts_buf;  // per item: rows x (m, l, o[dv]), each written whole by its item
+  float* parts = nullptr;
+  int64_t split = kSplitKeys;
 
   Decode(const FwdParams& params, const Kernels& kern, const Kernels& gemm, int64_t rows)
       : p(params),
@@ -92,7 +89,29 @@ struct Decode {
     part_stride = 2 + dv;
   }
 
+  // The splits of sequence b's keys [lo, hi): at least one, so rows that see
+  // no key still get their zeros and -inf written by the merge.
+  int64_t splits_of(int64_t lo, int64_t hi, int64_t size) const {
+    return std::max<int64_t>(1, (std::max(hi, lo + 1) - 1) / size - lo / size + 1);
+  }
+
   void plan(int nt) {
+    std::vector<int64_t> lo(static_cast<size_t>(p.batch)), hi(static_cast<size_t>(p.batch));
+    for (int64_t b = 0; b < p.batch; ++b) {
+      const SeqLen sl(p, b);
+      if (sl.seqlen_q == 0) continue;
+      const Mask mask(sl.seqlen_q, sl.seqlen_k, p.window_left, p.window_right);
+      lo[static_cast<size_t>(b)] = mask.col_begin(0);
+      hi[static_cast<size_t>(b)] = mask.col_end(sl.seqlen_q - 1);
+    }
+    auto count = [&](int64_t size) {
+      int64_t n = 0;
+      for (int64_t b = 0; b < p.batch; ++b)
+        if (SeqLen(p, b).seqlen_q > 0) n += splits_of(lo[static_cast<size_t>(b)], hi[static_cast<size_t>(b)], size);
+      return n * p.heads_kv;
+    };
+    while (split > kMinSplitKeys && count(split) < kMinItems) split /= 2;
+
     int64_t off = 0, splits = 0;
     first_item.assign(static_cast<size_t>(p.batch), 0);
     n_splits.assign(static_cast<size_t>(p.batch), 0);
@@ -100,25 +119,20 @@ struct Decode {
       const SeqLen sl(p, b);
       first_item[static_cast<size_t>(b)] = static_cast<int64_t>(items.size());
       if (sl.seqlen_q == 0) continue;
-      const Mask mask(sl.seqlen_q, sl.seqlen_k, p.window_left, p.window_right);
-      const int64_t lo = mask.col_begin(0), hi = mask.col_end(sl.seqlen_q - 1);
-      const int64_t rows = G * sl.seqlen_q;
+      const int64_t rows = G * sl.seqlen_q, l = lo[static_cast<size_t>(b)], h = hi[static_cast<size_t>(b)];
+      const int64_t n = splits_of(l, h, split);
       for (int64_t hk = 0; hk < p.heads_kv; ++hk) {
-        // At least one item per (sequence, kv head), so rows that see no key
-        // still get their zeros and -inf written by the merge.
-        int64_t s0 = lo / kSplitKeys * kSplitKeys, n = 0;
-        do {
-          const int64_t k0 = std::max(s0, lo), k1 = std::min(s0 + kSplitKeys, hi);
+        for (int64_t i = 0, s0 = l / split * split; i < n; ++i, s0 += split) {
+          const int64_t k0 = std::max(s0, l), k1 = std::min(s0 + split, h);
           items.push_back({b, hk, k0, std::max(k0, k1), off});
           off += rows * part_stride;
-          s0 += kSplitKeys;
-          ++n;
-        } while (s0 < hi);
+        }
         n_splits[static_cast<size_t>(b)] = n;  // the same for every kv head
       }
       splits += n_splits[static_cast<size_t>(b)];
     }
-    parts.resize(static_cast<size_t>(off));
+    parts_buf.acquire(static_cast<size_t>(std::max<int64_t>(off, 1)) * sizeof(float));
+    parts = static_cast<float*>(parts_buf.data());
     // As many kv heads per work item as still leave every thread 4 items (a
     // head's result does not depend on its group: the thread count only
     // changes which heads share a pass over the pages).
@@ -139,13 +153,21 @@ struct Decode {
     const int nt = thread_count(p);
     plan(nt);
     const int64_t n = static_cast<int64_t>(works.size());
+    std::vector<int64_t> first;  // first item of each (sequence, kv head)
+    for (size_t i = 0; i < items.size(); ++i)
+      if (i == 0 || items[i].b != items[i - 1].b || items[i].hk != items[i - 1].hk)
+        first.push_back(static_cast<int64_t>(i));
+    first.push_back(static_cast<int64_t>(items.size()));
+    const int64_t groups = static_cast<int64_t>(first.size()) - 1;
+    // One parallel region: the splits, then (after the loop's barrier) their merge.
 #pragma omp parallel num_threads(nt)
     {
       Scratch w(*this);
 #pragma omp for schedule(dynamic, 1)
       for (int64_t i = 0; i < n; ++i) work(works[static_cast<size_t>(i)], w);
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t gi = 0; gi < groups; ++gi) merge(first[gi], first[gi + 1], w.row.data());
     }
-    merge(nt);
   }
 
   // One kv head's running state in a work item: its queries (Q^T) and, per
@@ -220,7 +242,7 @@ struct Decode {
     }
     for (int64_t i = 0; i < nh; ++i) {
       const Head& st = w.heads[static_cast<size_t>(i)];
-      float* out = parts.data() + item_of(wk, wk.hk0 + i).part;
+      float* out = parts + item_of(wk, wk.hk0 + i).part;
       for (int64_t c = 0; c < rows; ++c) {
         float* pc = out + c * part_stride;
         pc[0] = st.m[static_cast<size_t>(c)];
@@ -289,27 +311,19 @@ struct Decode {
     const int64_t voff = sl.k_row(it.b, p.v_batch_stride, p.v_row_stride, p.v_head_stride, it.hk, j0);
     const Storage* v = static_cast<const Storage*>(p.v) + voff;
     const int64_t nk_e = nk + (nk & 1);
-    const bool finite = rows_finite<Elem>(v, nk, p.v_row_stride, dv);
+    bool finite;
     if constexpr (kBf16) {
       for (int64_t c = 0; c < rows; ++c)
         for (int64_t j = 0; j < nk_e; ++j)
           w.p16[static_cast<size_t>(c * kTileKeys + j)] = float_to_bf16(j < nk ? s[j * ld + c] : 0.f);
-      if (finite) {
-        // V's tile as VNNI pairs, panels of 16 columns (nk_e * 16 apart), zero past nk and dv.
-        uint16_t* y = w.v16.data();
-        for (int64_t c0 = 0; c0 < dv_ld; c0 += 16)
-          for (int64_t t = 0; t < nk_e / 2; ++t)
-            for (int64_t e = 0; e < 2; ++e) {
-              const int64_t j = 2 * t + e;
-              uint16_t* dst = y + (c0 / 16) * nk_e * 16 + t * 32 + e;
-              for (int64_t c = 0; c < 16; ++c)
-                dst[c * 2] = (j < nk && c0 + c < dv) ? v[j * p.v_row_stride + c0 + c] : uint16_t{0};
-            }
-        g.gemm_bf16(rows, dv_ld, nk_e, w.p16.data(), kTileKeys, y, nk_e * 16, st.o.data(), dv_ld, true);
-      }
+      // V's tile as VNNI pairs, panels of 16 columns (nk_e * 16 apart), zero past nk and dv.
+      finite = k.bf16_vnni(v, p.v_row_stride, nk, nk_e, dv, dv_ld, w.v16.data());
+      if (finite)
+        g.gemm_bf16(rows, dv_ld, nk_e, w.p16.data(), kTileKeys, w.v16.data(), nk_e * 16, st.o.data(), dv_ld, true);
     } else {
       for (int64_t c = 0; c < rows; ++c)
         for (int64_t j = 0; j < nk; ++j) w.pf[static_cast<size_t>(c * kTileKeys + j)] = s[j * ld + c];
+      finite = k.finite_f32(v, p.v_row_stride, nk, dv);
       if (finite) g.gemm_f32(rows, dv, nk, w.pf.data(), kTileKeys, v, p.v_row_stride, st.o.data(), dv_ld, true);
     }
     if (!finite) {
@@ -327,60 +341,47 @@ struct Decode {
     }
   }
 
-  // Per (sequence, kv head): the splits' (m, l, o) merged in split order.
-  void merge(int nt) {
-    std::vector<int64_t> first;  // first item of each (sequence, kv head)
-    for (size_t i = 0; i < items.size(); ++i)
-      if (i == 0 || items[i].b != items[i - 1].b || items[i].hk != items[i - 1].hk)
-        first.push_back(static_cast<int64_t>(i));
-    first.push_back(static_cast<int64_t>(items.size()));
-    const int64_t groups = static_cast<int64_t>(first.size()) - 1;
-#pragma omp parallel num_threads(nt)
-    {
-      std::vector<float> o(static_cast<size_t>(dv));
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t gi = 0; gi < groups; ++gi) {
-        const Item& head = items[static_cast<size_t>(first[gi])];
-        const SeqLen sl(p, head.b);
-        const Mask mask(sl.seqlen_q, sl.seqlen_k, p.window_left, p.window_right);
-        const int64_t sq = sl.seqlen_q;
-        for (int64_t c = 0; c < G * sq; ++c) {
-          float mx = kNegInf;
-          bool nan = false;
-          for (int64_t i = first[gi]; i < first[gi + 1]; ++i) {
-            const float m = parts[static_cast<size_t>(items[static_cast<size_t>(i)].part + c * part_stride)];
-            if (m != m) nan = true;
-            else mx = std::max(mx, m);
-          }
-          if (nan) mx = std::numeric_limits<float>::quiet_NaN();
-          float l = 0.f;
-          std::fill(o.begin(), o.end(), 0.f);
-          if (mx != kNegInf)
-            for (int64_t i = first[gi]; i < first[gi + 1]; ++i) {
-              const float* pc = parts.data() + items[static_cast<size_t>(i)].part + c * part_stride;
-              if (pc[0] == kNegInf) continue;  // this split saw nothing of the row
-              const float a = std::exp(pc[0] - mx);
-              l += pc[1] * a;
-              for (int64_t d = 0; d < dv; ++d) o[static_cast<size_t>(d)] += pc[2 + d] * a;
-            }
-          const int64_t h = head.hk * G + c / sq, r = c % sq;
-          float lse = mx + std::log(l);
-          // Rows that saw no key: out 0, lse -inf; a row whose visible scores
-          // were all -inf (an inf input) is NaN (as in forward.cpp).
-          if (l == 0.f) {
-            const bool sees_keys = mask.col_begin(r) < mask.col_end(r);
-            const float fill = sees_keys ? std::numeric_limits<float>::quiet_NaN() : 0.f;
-            std::fill(o.begin(), o.end(), fill);
-            lse = sees_keys ? fill : kNegInf;
-          } else {
-            const float inv = 1.f / l;
-            for (float& x : o) x *= inv;
-          }
-          if (p.lse) p.lse[sl.lse_index(p, head.b, h, r)] = lse;
-          store_row<Elem>(p.out, sl.q_row(head.b, p.o_batch_stride, p.o_row_stride, p.o_head_stride, h, r), dv,
-                          o.data());
-        }
+  // The splits' (m, l, o) of one (sequence, kv head), items [i0, i1), merged in
+  // split order; o is a scratch row of dv floats.
+  void merge(int64_t i0, int64_t i1, float* o) const {
+    const Item& head = items[static_cast<size_t>(i0)];
+    const SeqLen sl(p, head.b);
+    const Mask mask(sl.seqlen_q, sl.seqlen_k, p.window_left, p.window_right);
+    const int64_t sq = sl.seqlen_q;
+    for (int64_t c = 0; c < G * sq; ++c) {
+      float mx = kNegInf;
+      bool nan = false;
+      for (int64_t i = i0; i < i1; ++i) {
+        const float m = parts[items[static_cast<size_t>(i)].part + c * part_stride];
+        if (m != m) nan = true;
+        else mx = std::max(mx, m);
       }
+      if (nan) mx = std::numeric_limits<float>::quiet_NaN();
+      float l = 0.f;
+      std::fill(o, o + dv, 0.f);
+      if (mx != kNegInf)
+        for (int64_t i = i0; i < i1; ++i) {
+          const float* pc = parts + items[static_cast<size_t>(i)].part + c * part_stride;
+          if (pc[0] == kNegInf) continue;  // this split saw nothing of the row
+          const float a = std::exp(pc[0] - mx);
+          l += pc[1] * a;
+          for (int64_t d = 0; d < dv; ++d) o[d] += pc[2 + d] * a;
+        }
+      const int64_t h = head.hk * G + c / sq, r = c % sq;
+      float lse = mx + std::log(l);
+      // Rows that saw no key: out 0, lse -inf; a row whose visible scores
+      // were all -inf (an inf input) is NaN (as in forward.cpp).
+      if (l == 0.f) {
+        const bool sees_keys = mask.col_begin(r) < mask.col_end(r);
+        const float fill = sees_keys ? std::numeric_limits<float>::quiet_NaN() : 0.f;
+        std::fill(o, o + dv, fill);
+        lse = sees_keys ? fill : kNegInf;
+      } else {
+        const float inv = 1.f / l;
+        for (int64_t d = 0; d < dv; ++d) o[d] *= inv;
+      }
+      if (p.lse) p.lse[sl.lse_index(p, head.b, h, r)] = lse;
+      store_row<Elem>(p.out, sl.q_row(head.b, p.o_batch_stride, p.o_row_stride, p.o_head_stride, h, r), dv, o);
     }
   }
 };

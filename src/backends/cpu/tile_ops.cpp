@@ -159,10 +159,34 @@ void to_bf16_vnni(const float* x, int64_t ldx, int64_t rows, int64_t rows_p, int
           r < rows ? float_to_bf16(x[r * ldx + c]) : uint16_t{0};
 }
 
+bool finite_f32(const float* x, int64_t ldx, int64_t rows, int64_t cols) {
+  uint32_t bad = 0;  // an OR over the bits, so the loop vectorises
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      uint32_t u;
+      std::memcpy(&u, x + r * ldx + c, 4);
+      bad |= (u & 0x7F800000u) == 0x7F800000u;
+    }
+  return bad == 0;
+}
+
+bool bf16_vnni(const uint16_t* x, int64_t ldx, int64_t rows, int64_t rows_p, int64_t cols, int64_t cols_p,
+               uint16_t* y) {
+  uint32_t bad = 0;
+  for (int64_t r = 0; r < rows_p; ++r)
+    for (int64_t c = 0; c < cols_p; ++c) {
+      const uint16_t v = r < rows && c < cols ? x[r * ldx + c] : uint16_t{0};
+      bad |= (v & 0x7F80u) == 0x7F80u;
+      y[(c / 16) * rows_p * 16 + (r / 2) * 32 + (c % 16) * 2 + r % 2] = v;
+    }
+  return bad == 0;
+}
+
 const Kernels& portable_kernels() {
-  static const Kernels k{Isa::portable, gemm_nn,   nullptr,     nullptr,          nullptr,
-                         row_max,       exp_sum,   exp_sub_vec, scale_row,        softmax_grad_vec,
-                         dot,           to_bf16,   to_bf16_vnni, nullptr};
+  static const Kernels k{Isa::portable, gemm_nn,   nullptr,      nullptr,    nullptr,
+                         row_max,       exp_sum,   exp_sub_vec,  scale_row,  softmax_grad_vec,
+                         dot,           to_bf16,   to_bf16_vnni, nullptr,    finite_f32,
+                         bf16_vnni};
   return k;
 }
 

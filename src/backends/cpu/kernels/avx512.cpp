@@ -207,4 +207,37 @@ FA_AVX512 float dot_avx512(const float* x, const float* y, int64_t n) {
   return _mm512_reduce_add_ps(acc);
 }
 
+// Non-finite: every exponent bit set (NaN and inf alike), tested on the bits.
+FA_AVX512 bool finite_f32_avx512(const float* x, int64_t ldx, int64_t rows, int64_t cols) {
+  const __m512i exp_bits = _mm512_set1_epi32(0x7F800000);
+  __mmask16 bad = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; c += kW) {
+      const __m512i v = _mm512_maskz_loadu_epi32(tail_mask(cols - c), x + r * ldx + c);
+      bad |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(v, exp_bits), exp_bits);
+    }
+  return bad == 0;
+}
+
+FA_AVX512 bool bf16_vnni_avx512(const uint16_t* x, int64_t ldx, int64_t rows, int64_t rows_p, int64_t cols,
+                                int64_t cols_p, uint16_t* y) {
+  // Lane 2k of a row pair takes element k of row r, lane 2k+1 element k of row r+1.
+  alignas(64) static const uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,
+                                                       21, 6, 22, 7, 23, 8,  24, 9,  25, 10, 26,
+                                                       11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i idx = _mm512_load_si512(kInterleave);
+  const __m512i exp_bits = _mm512_set1_epi16(0x7F80);
+  __mmask32 bad = 0;
+  for (int64_t r = 0; r < rows_p; r += 2)
+    for (int64_t c = 0; c < cols_p; c += kW) {
+      const __mmask16 live = c < cols ? tail_mask(cols - c) : 0;
+      const __m256i lo = _mm256_maskz_loadu_epi16(r < rows ? live : 0, x + r * ldx + c);
+      const __m256i hi = _mm256_maskz_loadu_epi16(r + 1 < rows ? live : 0, x + (r + 1) * ldx + c);
+      const __m512i pair = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+      bad |= _mm512_cmpeq_epi16_mask(_mm512_and_si512(pair, exp_bits), exp_bits);
+      _mm512_storeu_si512(y + (c / kW) * rows_p * kW + r * kW, _mm512_permutexvar_epi16(idx, pair));
+    }
+  return bad == 0;
+}
+
 }  // namespace flashattn::detail::cpu::x86

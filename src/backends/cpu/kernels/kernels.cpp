@@ -23,7 +23,9 @@ Kernels avx512_table(Isa isa) {
                  dot_avx512,
                  portable_kernels().to_bf16,
                  portable_kernels().to_bf16_vnni,
-                 nullptr};
+                 nullptr,
+                 finite_f32_avx512,
+                 bf16_vnni_avx512};
 }
 }  // namespace
 

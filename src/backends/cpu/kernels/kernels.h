@@ -57,6 +57,14 @@ struct Kernels {
   // * x[j] - m)) (0 for x[j] = -inf; 0 for n <= j < n_pad), x untouched; returns
   // the fp32 sum. A few ulp of fp32 (bf16 keeps 8 bits). Null where absent.
   float (*exp_sum_bf16)(const float* x, int64_t n, float scale, float m, uint16_t* y, int64_t n_pad);
+  // Whether x (rows x cols, leading dimension ldx) holds no NaN and no inf.
+  bool (*finite_f32)(const float* x, int64_t ldx, int64_t rows, int64_t cols);
+  // bf16 rows x (rows x cols, leading dimension ldx) moved unchanged into the
+  // VNNI panels of to_bf16_vnni (zero past `rows` up to rows_p, even, and past
+  // `cols` up to cols_p, a multiple of 16); returns whether every element of x
+  // is finite. One pass over x for the decoding path's V tiles.
+  bool (*bf16_vnni)(const uint16_t* x, int64_t ldx, int64_t rows, int64_t rows_p, int64_t cols, int64_t cols_p,
+                    uint16_t* y);
 };
 
 // The table of a level (clamped to what the CPU supports).

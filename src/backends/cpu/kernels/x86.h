@@ -18,6 +18,9 @@ void exp_sub_vec_avx512(float* x, const float* m, int64_t n);
 void scale_row_avx512(float* x, int64_t n, float a);
 void softmax_grad_vec_avx512(const float* p, float* dp, const float* d, int64_t n, float scale);
 float dot_avx512(const float* x, const float* y, int64_t n);
+bool finite_f32_avx512(const float* x, int64_t ldx, int64_t rows, int64_t cols);
+bool bf16_vnni_avx512(const uint16_t* x, int64_t ldx, int64_t rows, int64_t rows_p, int64_t cols, int64_t cols_p,
+                      uint16_t* y);
 
 // bf16_avx512.cpp (AVX512-BF16)
 void gemm_bf16_avx512(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
