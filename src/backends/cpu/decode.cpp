@@ -11,10 +11,12 @@
 //   - a work item covers several kv heads, inner per key tile: in [B, S, H, D]
 //     each key row of a head is in its own page, which all the heads then share
 //     (5.6 -> 11.6 GB/s of K and V read);
-//   - keys are cut into splits of kSplitKeys at fixed positions, each a work
-//     item with its own running max, sum and output, merged in split order
-//     at the end (split-KV), so a single sequence still feeds every thread and
-//     the result does not depend on the thread count.
+//   - keys are cut into splits (1024 keys, fewer for short caches) at fixed
+//     positions, each a work item with its own running max, sum and output,
+//     merged in split order at the end (split-KV), so a single sequence still
+//     feeds every thread and the result does not depend on the thread count;
+//   - V tiles are tested for NaN / inf (fp32) or packed and tested (bf16) in
+//     one vectorised pass (the table's finite_f32 / bf16_vnni).
 // Scores, mask, softcap and ALiBi follow the tiled forward's general path
 // (scale, then ScoreContext on the transposed tile), so the two agree within
 // fp32 rounding; dropout draws the same Philox bits. fp16 inputs, and bf16
