@@ -248,8 +248,8 @@ std::vector<Case> level_cases() {
       Case("dropout").seq(100, 130).heads(2, 2).dims(64, 32).drop(0.2f, 7, 3),
       Case("softcap_alibi").seq(90, 140).heads(2, 1).dims(64, 64).cap(5.f).slopes(Alibi::per_head),
       Case("large_scores").seq(70, 70).dims(64, 64).magnitude(30.f).causal_mask(),
-      // Decoding shapes (decode.cpp: at most 64 query rows per kv head, 16 for
-      // bf16 beside AMX; keys in splits of 1024 merged at the end).
+      // Decoding shapes (decode.cpp: at most 64 query rows per kv head; keys in
+      // splits of 256-1024 merged at the end).
       Case("decode_gqa_splits").seq(1, 2500).heads(8, 2).dims(128, 128).causal_mask(),
       Case("decode_rows16").seq(16, 1100).heads(2, 2).dims(64, 64).causal_mask(),
       Case("decode_gqa_rows64").seq(16, 1300).heads(8, 2).dims(64, 64).causal_mask(),
