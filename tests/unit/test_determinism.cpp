@@ -21,9 +21,12 @@ std::vector<Case> determinism_cases() {
       Case("det_group_runs").batch(2).seq(64, 4400).heads(8, 4).dims(32, 32).win(2000, 100),
       Case("det_chunks_groups_bf16").batch(1).seq(1100, 1100).heads(8, 8).dims(64, 64).causal_mask()
           .type(DType::bf16),
-      // The decoding path (decode.cpp): 3 key splits per kv head, merged in order.
+      // The decoding path (decode.cpp): key splits per kv head merged in order;
+      // 256-key splits for these short calls (under 64 items at 1024), 1024 keys
+      // in the last (96 items).
       Case("det_decode_splits").batch(2).seq(2, 2500).heads(8, 2).dims(64, 64).causal_mask(),
       Case("det_decode_splits_bf16").seq(1, 3000).heads(4, 1).dims(128, 128).type(DType::bf16),
+      Case("det_decode_long_splits").batch(4).seq(1, 2100).heads(16, 8).dims(32, 32),
   };
 }
 
