@@ -9,7 +9,7 @@ enable_gqa); flashattn reads the kv heads as given. Reported: milliseconds (medi
 K/V bytes read per second (2*B*Sk*Hkv*D*itemsize / time), the figure that bounds decoding.
 
 Usage (the package installed, PyTorch present):
-  python bench/cpu/bench_decode.py [--threads N] [--dtypes f32,bf16] [--batches 1,8]
+  python bench/cpu/bench_decode.py [--threads N] [--dtypes f32,bf16 (f16 too)] [--batches 1,8]
       [--sq 1,4,16] [--sk 1024,4096,16384] [--heads 32] [--kv-heads 8] [--hdim 128]
       [--repeats 10] [--json FILE]
 """
@@ -37,7 +37,7 @@ def main():
     ap.add_argument("--json")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    dtypes = {"f32": torch.float32, "bf16": torch.bfloat16}
+    dtypes = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
     h, hk, d = a.heads, a.kv_heads, a.hdim
 
     rows = []

@@ -5,6 +5,7 @@
 // Dv != Dqk, masks, GQA, packed batches, dropout, softcap, ALiBi). Levels the CPU
 // lacks are skipped.
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -231,6 +232,26 @@ TEST_P(CpuKernels, FiniteTestAndBf16Vnni) {
           << r << "," << c;
   b[3 * 40 + 20] = 0xFF80;  // -inf
   EXPECT_FALSE(k().bf16_vnni(b.data(), 40, 7, 8, 37, 48, v.data()));
+}
+
+// fp16 tiles widened exactly (subnormals, inf, NaN), with the finite test.
+TEST_P(CpuKernels, F16Widening) {
+  std::vector<uint16_t> h(5 * 24);
+  const auto f = random_floats(h.size(), 15);
+  for (size_t i = 0; i < h.size(); ++i) h[i] = flashattn::float_to_fp16(f[i]);
+  h[0] = 0x0001;  // the smallest subnormal
+  h[1] = 0x8000;  // -0
+  h[23] = 0x7C00;  // inf, past the columns read
+  std::vector<float> y(5 * 20, -1.f);
+  EXPECT_TRUE(k().f16_to_f32(h.data(), 24, 5, 19, y.data(), 20));
+  for (int r = 0; r < 5; ++r)
+    for (int c = 0; c < 20; ++c) {
+      const float want = c < 19 ? flashattn::fp16_to_float(h[r * 24 + c]) : -1.f;
+      ASSERT_EQ(std::memcmp(&y[r * 20 + c], &want, 4), 0) << r << "," << c;
+    }
+  h[4 * 24 + 18] = 0xFE00;  // NaN
+  EXPECT_FALSE(k().f16_to_f32(h.data(), 24, 5, 19, y.data(), 20));
+  EXPECT_TRUE(std::isnan(y[4 * 20 + 18]));
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, CpuKernels, ::testing::ValuesIn(kLevels), level_name);

@@ -26,6 +26,7 @@ std::vector<Case> determinism_cases() {
       // in the last (96 items).
       Case("det_decode_splits").batch(2).seq(2, 2500).heads(8, 2).dims(64, 64).causal_mask(),
       Case("det_decode_splits_bf16").seq(1, 3000).heads(4, 1).dims(128, 128).type(DType::bf16),
+      Case("det_decode_splits_f16").seq(4, 1800).heads(8, 2).dims(64, 64).type(DType::f16),
       Case("det_decode_long_splits").batch(4).seq(1, 2100).heads(16, 8).dims(32, 32),
   };
 }

@@ -19,8 +19,9 @@
 //     one vectorised pass (the table's finite_f32 / bf16_vnni).
 // Scores, mask, softcap and ALiBi follow the tiled forward's general path
 // (scale, then ScoreContext on the transposed tile), so the two agree within
-// fp32 rounding; dropout draws the same Philox bits. fp16 inputs, and bf16
-// without AVX512-BF16, take the tiled forward.
+// fp32 rounding; dropout draws the same Philox bits. fp16 K and V tiles are
+// widened to fp32 in cache (fp32 products, as in the tiled forward); bf16
+// without AVX512-BF16 takes the tiled forward.
 #include "backends/cpu/decode.h"
 
 #include <algorithm>
@@ -64,6 +65,7 @@ struct Work {
 template <typename Elem>
 struct Decode {
   static constexpr bool kBf16 = std::is_same_v<Elem, BF16>;
+  static constexpr bool kF16 = std::is_same_v<Elem, F16>;  // fp32 products on K and V tiles widened in cache
   using Storage = typename Elem::storage;
   const FwdParams& p;
   const Kernels& k;  // row operations (the active level)
@@ -189,6 +191,7 @@ struct Decode {
     std::vector<float> s, pf, m_new, alpha, tmax, row;
     std::vector<int32_t> nan;
     std::vector<uint16_t> p16, v16;
+    std::vector<float> kf, vf;
     explicit Scratch(const Decode& d)
         : heads(static_cast<size_t>(d.heads_per_work), Head(d)),
           s(kTileKeys * d.rows_cap),
@@ -199,7 +202,9 @@ struct Decode {
           row(std::max(d.dqk, d.dv)),
           nan(d.rows_cap),
           p16(kBf16 ? d.rows_cap * kTileKeys : 0),
-          v16(kBf16 ? kTileKeys * d.dv_ld : 0) {}
+          v16(kBf16 ? kTileKeys * d.dv_ld : 0),
+          kf(kF16 ? kTileKeys * d.dqk : 0),
+          vf(kF16 ? kTileKeys * d.dv : 0) {}
   };
 
   // Query row c of the item: head hk * G + c / sq, row c % sq of the sequence.
@@ -211,7 +216,7 @@ struct Decode {
       const auto* src = static_cast<const Storage*>(p.q) + off;
       for (int64_t d = 0; d < dqk; ++d) {
         if constexpr (kBf16) w.qt16[static_cast<size_t>((c / 16) * dqk * 16 + (d / 2) * 32 + (c % 16) * 2 + d % 2)] = src[d];
-        else w.qt[static_cast<size_t>(d * rows + c)] = src[d];
+        else w.qt[static_cast<size_t>(d * rows + c)] = Elem::to_float(src[d]);
       }
     }
   }
@@ -257,14 +262,19 @@ struct Decode {
             const ScoreContext* ctx, Scratch& w, Head& st) const {
     const int64_t sq = sl.seqlen_q;
     float* s = w.s.data();
-    // S^T = K Q^T, K read in place.
+    // S^T = K Q^T, K read in place (fp16: widened tile by tile; NaN and inf
+    // stay, as the scores must see them).
     const int64_t koff = sl.k_row(it.b, p.k_batch_stride, p.k_row_stride, p.k_head_stride, it.hk, j0);
-    if constexpr (kBf16)
+    if constexpr (kBf16) {
       g.gemm_bf16(nk, ld, dqk, static_cast<const uint16_t*>(p.k) + koff, p.k_row_stride, st.qt16.data(), dqk * 16,
                   s, ld, false);
-    else
+    } else if constexpr (kF16) {
+      k.f16_to_f32(static_cast<const uint16_t*>(p.k) + koff, p.k_row_stride, nk, dqk, w.kf.data(), dqk);
+      g.gemm_f32(nk, rows, dqk, w.kf.data(), dqk, st.qt.data(), rows, s, ld, false);
+    } else {
       g.gemm_f32(nk, rows, dqk, static_cast<const float*>(p.k) + koff, p.k_row_stride, st.qt.data(), rows, s, ld,
                  false);
+    }
     k.scale_row(s, nk * ld, p.softmax_scale);  // one call; columns past `rows` (bf16 padding) go unread
     if (modify)
       for (int64_t gi = 0; gi < G; ++gi) ctx[static_cast<size_t>(gi)].apply_t(s + gi * sq, ld, 0, sq, j0, nk, nullptr);
@@ -324,8 +334,13 @@ struct Decode {
     } else {
       for (int64_t c = 0; c < rows; ++c)
         for (int64_t j = 0; j < nk; ++j) w.pf[static_cast<size_t>(c * kTileKeys + j)] = s[j * ld + c];
-      finite = k.finite_f32(v, p.v_row_stride, nk, dv);
-      if (finite) g.gemm_f32(rows, dv, nk, w.pf.data(), kTileKeys, v, p.v_row_stride, st.o.data(), dv_ld, true);
+      if constexpr (kF16) {
+        finite = k.f16_to_f32(v, p.v_row_stride, nk, dv, w.vf.data(), dv);
+        if (finite) g.gemm_f32(rows, dv, nk, w.pf.data(), kTileKeys, w.vf.data(), dv, st.o.data(), dv_ld, true);
+      } else {
+        finite = k.finite_f32(v, p.v_row_stride, nk, dv);
+        if (finite) g.gemm_f32(rows, dv, nk, w.pf.data(), kTileKeys, v, p.v_row_stride, st.o.data(), dv_ld, true);
+      }
     }
     if (!finite) {
       // NaN / inf in V reach only the rows that see them: skip exact zeros
@@ -401,6 +416,10 @@ bool cpu_forward_decode(const FwdParams& p) {
   const cpu::Kernels& k = cpu::active_kernels();
   if (p.dtype == DType::f32) {
     cpu::Decode<F32>(p, k, k, rows).run();
+    return true;
+  }
+  if (p.dtype == DType::f16) {  // fp32 products, as the tiled forward's
+    cpu::Decode<F16>(p, k, k, rows).run();
     return true;
   }
   // bf16 products here are AVX512-BF16's (any number of keys per tile, K read

@@ -7,7 +7,7 @@
 namespace flashattn::detail {
 
 // Runs the forward and returns true when the call has a decoding shape this
-// path takes (fp32, or bf16 on AVX512-BF16 or AMX); false, having
+// path takes (fp32, fp16, or bf16 on AVX512-BF16 or AMX); false, having
 // done nothing, otherwise.
 bool cpu_forward_decode(const FwdParams& p);
 

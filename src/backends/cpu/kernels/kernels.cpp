@@ -25,7 +25,8 @@ Kernels avx512_table(Isa isa) {
                  portable_kernels().to_bf16_vnni,
                  nullptr,
                  finite_f32_avx512,
-                 bf16_vnni_avx512};
+                 bf16_vnni_avx512,
+                 f16_to_f32_avx512};
 }
 }  // namespace
 

@@ -65,6 +65,9 @@ struct Kernels {
   // is finite. One pass over x for the decoding path's V tiles.
   bool (*bf16_vnni)(const uint16_t* x, int64_t ldx, int64_t rows, int64_t rows_p, int64_t cols, int64_t cols_p,
                     uint16_t* y);
+  // fp16 rows x (rows x cols, leading dimension ldx) widened to fp32 in y
+  // (leading dimension ldy), exactly; returns whether every element is finite.
+  bool (*f16_to_f32)(const uint16_t* x, int64_t ldx, int64_t rows, int64_t cols, float* y, int64_t ldy);
 };
 
 // The table of a level (clamped to what the CPU supports).
