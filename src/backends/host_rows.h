@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "flashattn/numeric.h"
 #include "flashattn/types.h"
@@ -26,6 +27,20 @@ struct BF16 {
   static float to_float(uint16_t x) { return bf16_to_float(x); }
   static uint16_t from_float(float x) { return float_to_bf16(x); }
 };
+
+// Non-finite test on the stored bits: all exponent bits set.
+template <typename Elem>
+inline bool finite_bits(typename Elem::storage x) {
+  if constexpr (sizeof(x) == 4) {
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    return (u & 0x7F800000u) != 0x7F800000u;
+  } else if constexpr (std::is_same_v<Elem, BF16>) {
+    return (x & 0x7F80u) != 0x7F80u;
+  } else {
+    return (x & 0x7C00u) != 0x7C00u;  // fp16
+  }
+}
 
 // Calls f(Elem{}) with the element type of `t`.
 template <typename F>

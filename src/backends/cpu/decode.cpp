@@ -123,16 +123,15 @@ struct Decode {
       first_item[static_cast<size_t>(b)] = static_cast<int64_t>(items.size());
       if (sl.seqlen_q == 0) continue;
       const int64_t rows = G * sl.seqlen_q, l = lo[static_cast<size_t>(b)], h = hi[static_cast<size_t>(b)];
-      const int64_t n = splits_of(l, h, split);
-      for (int64_t hk = 0; hk < p.heads_kv; ++hk) {
+      const int64_t n = splits_of(l, h, split);  // the same for every kv head
+      n_splits[static_cast<size_t>(b)] = n;
+      splits += n;
+      for (int64_t hk = 0; hk < p.heads_kv; ++hk)
         for (int64_t i = 0, s0 = l / split * split; i < n; ++i, s0 += split) {
           const int64_t k0 = std::max(s0, l), k1 = std::min(s0 + split, h);
           items.push_back({b, hk, k0, std::max(k0, k1), off});
           off += rows * part_stride;
         }
-        n_splits[static_cast<size_t>(b)] = n;  // the same for every kv head
-      }
-      splits += n_splits[static_cast<size_t>(b)];
     }
     parts_buf.acquire(static_cast<size_t>(std::max<int64_t>(off, 1)) * sizeof(float));
     parts = static_cast<float*>(parts_buf.data());

@@ -98,20 +98,6 @@ void plan_pack(Packed<PT>& pk, const FwdParams& p, bool q_side, int64_t heads, i
   pk.finite.assign(static_cast<size_t>(std::max<int64_t>(1, pk.tiles * heads)), 1);
 }
 
-// Non-finite test on the stored bits: all exponent bits set.
-template <typename Elem>
-inline bool finite_bits(typename Elem::storage x) {
-  if constexpr (sizeof(x) == 4) {
-    uint32_t u;
-    std::memcpy(&u, &x, 4);
-    return (u & 0x7F800000u) != 0x7F800000u;
-  } else if constexpr (std::is_same_v<Elem, BF16>) {
-    return (x & 0x7F80u) != 0x7F80u;
-  } else {
-    return (x & 0x7C00u) != 0x7C00u;  // fp16
-  }
-}
-
 // Packs tile t of head h of sequence b; `row` is a scratch row of dim floats.
 // Rows are read in their stored type; a bf16 row packed as bf16 is only moved.
 template <typename Elem, typename PT>

@@ -1,6 +1,7 @@
 #include "backends/cpu/tile_ops.h"
 
 #include "backends/cpu/kernels/kernels.h"
+#include "backends/host_rows.h"
 #include "flashattn/numeric.h"
 
 #include <algorithm>
@@ -160,13 +161,9 @@ void to_bf16_vnni(const float* x, int64_t ldx, int64_t rows, int64_t rows_p, int
 }
 
 bool finite_f32(const float* x, int64_t ldx, int64_t rows, int64_t cols) {
-  uint32_t bad = 0;  // an OR over the bits, so the loop vectorises
+  uint32_t bad = 0;  // an OR over the rows, so the loop vectorises
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) {
-      uint32_t u;
-      std::memcpy(&u, x + r * ldx + c, 4);
-      bad |= (u & 0x7F800000u) == 0x7F800000u;
-    }
+    for (int64_t c = 0; c < cols; ++c) bad |= finite_bits<F32>(x[r * ldx + c]) ? 0u : 1u;
   return bad == 0;
 }
 
@@ -176,7 +173,7 @@ bool bf16_vnni(const uint16_t* x, int64_t ldx, int64_t rows, int64_t rows_p, int
   for (int64_t r = 0; r < rows_p; ++r)
     for (int64_t c = 0; c < cols_p; ++c) {
       const uint16_t v = r < rows && c < cols ? x[r * ldx + c] : uint16_t{0};
-      bad |= (v & 0x7F80u) == 0x7F80u;
+      bad |= finite_bits<BF16>(v) ? 0u : 1u;
       y[(c / 16) * rows_p * 16 + (r / 2) * 32 + (c % 16) * 2 + r % 2] = v;
     }
   return bad == 0;
@@ -187,7 +184,7 @@ bool f16_to_f32(const uint16_t* x, int64_t ldx, int64_t rows, int64_t cols, floa
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) {
       const uint16_t h = x[r * ldx + c];
-      bad |= (h & 0x7C00u) == 0x7C00u;
+      bad |= finite_bits<F16>(h) ? 0u : 1u;
       y[r * ldy + c] = fp16_to_float(h);
     }
   return bad == 0;

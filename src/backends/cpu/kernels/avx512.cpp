@@ -221,11 +221,7 @@ FA_AVX512 bool finite_f32_avx512(const float* x, int64_t ldx, int64_t rows, int6
 
 FA_AVX512 bool bf16_vnni_avx512(const uint16_t* x, int64_t ldx, int64_t rows, int64_t rows_p, int64_t cols,
                                 int64_t cols_p, uint16_t* y) {
-  // Lane 2k of a row pair takes element k of row r, lane 2k+1 element k of row r+1.
-  alignas(64) static const uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,
-                                                       21, 6, 22, 7, 23, 8,  24, 9,  25, 10, 26,
-                                                       11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-  const __m512i idx = _mm512_load_si512(kInterleave);
+  const __m512i idx = _mm512_load_si512(kVnniInterleave);
   const __m512i exp_bits = _mm512_set1_epi16(0x7F80);
   __mmask32 bad = 0;
   for (int64_t r = 0; r < rows_p; r += 2)

@@ -107,11 +107,7 @@ FA_BF16 void to_bf16_avx512(const float* x, uint16_t* y, int64_t n, int64_t n_pa
 
 FA_BF16 void to_bf16_vnni_avx512(const float* x, int64_t ldx, int64_t rows, int64_t rows_p,
                                  int64_t cols_p, uint16_t* y) {
-  // Lane 2k of the output takes element k of row r, lane 2k+1 element k of row r+1.
-  alignas(64) static const uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,
-                                                       21, 6, 22, 7, 23, 8,  24, 9,  25, 10, 26,
-                                                       11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-  const __m512i idx = _mm512_load_si512(kInterleave);
+  const __m512i idx = _mm512_load_si512(kVnniInterleave);
   for (int64_t r = 0; r < rows_p; r += 2) {
     for (int64_t c = 0; c < cols_p; c += kPanel) {
       const __m512 lo = r < rows ? _mm512_loadu_ps(x + r * ldx + c) : _mm512_setzero_ps();

@@ -9,6 +9,12 @@
 #if defined(__x86_64__)
 namespace flashattn::detail::cpu::x86 {
 
+// A row pair's VNNI order for vpermw over [row r | row r + 1] (16 lanes each):
+// lane 2k takes element k of row r, lane 2k + 1 element k of row r + 1.
+alignas(64) inline constexpr uint16_t kVnniInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,
+                                                             21, 6, 22, 7, 23, 8,  24, 9,  25, 10, 26,
+                                                             11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+
 // avx512.cpp (AVX-512 F/BW/VL/DQ)
 void gemm_f32_avx512(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
                      int64_t ldb, float* C, int64_t ldc, bool accumulate);
