@@ -234,6 +234,60 @@ TEST_P(CpuKernels, FiniteTestAndBf16Vnni) {
   EXPECT_FALSE(k().bf16_vnni(b.data(), 40, 7, 8, 37, 48, v.data()));
 }
 
+// The bf16 backward's one-pass tile kernel against a double computation: P and
+// dS within an ulp of bf16, exact zeros for masked scores, for a query with
+// m = +inf and past n / rows; NaN propagates; fp32 write-back only with keep.
+TEST_P(CpuKernels, BwdTileBf16) {
+  if (k().bwd_tile_bf16 == nullptr) GTEST_SKIP() << "no one-pass backward tile at this level";
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const int64_t ld = 72, rows = 37, rows_p = 64, n = 45, n_pad = 64;
+  for (bool keep : {false, true}) {
+    auto s = random_floats(rows_p * ld, 21), dp = random_floats(rows_p * ld, 22);
+    auto m = random_floats(n_pad, 23), d = random_floats(n_pad, 24);
+    for (float& v : m) v = std::abs(v) + 2.f;
+    s[3 * ld + 7] = -inf;  // a masked score
+    m[9] = inf;            // a query that saw no key
+    m[11] = nan;           // a poisoned query: its masked scores still give 0
+    s[5 * ld + 11] = -inf;
+    s[6 * ld + 13] = nan;  // a poisoned score
+    const auto s0 = s, dp0 = dp;
+    const float scale = 0.6f, scale_ds = 0.125f;
+    std::vector<uint16_t> pa(rows_p * ld, 0xFFFF), da(rows_p * ld, 0xFFFF), db(rows_p * n_pad, 0xFFFF);
+    k().bwd_tile_bf16({s.data(), dp.data(), ld, rows, rows_p, n, n_pad, m.data(), d.data(), scale, scale_ds,
+                       pa.data(), da.data(), db.data(), keep});
+    for (int64_t j = 0; j < rows_p; ++j)
+      for (int64_t i = 0; i < n_pad; ++i) {
+        const uint16_t vnni = db[(i / 16) * rows_p * 16 + (j / 2) * 32 + (i % 16) * 2 + j % 2];
+        if (j >= rows || i >= n) {
+          ASSERT_EQ(vnni, 0) << j << "," << i;
+          if (j < rows) ASSERT_EQ(pa[j * ld + i], 0) << j << "," << i;
+          if (j < rows) ASSERT_EQ(da[j * ld + i], 0) << j << "," << i;
+          continue;
+        }
+        const double x = s0[j * ld + i];
+        const double pe = x == -inf ? 0.0 : std::exp(x * scale - double(m[i]));
+        const double dse = pe == 0.0 ? 0.0 : pe * (double(dp0[j * ld + i]) - d[i]) * scale_ds;
+        const float pg = flashattn::bf16_to_float(pa[j * ld + i]), dg = flashattn::bf16_to_float(da[j * ld + i]);
+        if (std::isnan(pe)) {
+          ASSERT_TRUE(std::isnan(pg) && std::isnan(dg)) << j << "," << i;
+        } else {
+          ASSERT_NEAR(pg, pe, 8e-3 * pe) << j << "," << i;
+          ASSERT_NEAR(dg, dse, 8e-3 * std::abs(dse) + 1e-30) << j << "," << i;
+          if (pe == 0.0) ASSERT_EQ(pa[j * ld + i] | da[j * ld + i], 0) << j << "," << i;
+        }
+        ASSERT_EQ(vnni, da[j * ld + i]) << j << "," << i;
+        if (keep) {
+          ASSERT_EQ(flashattn::float_to_bf16(s[j * ld + i]), pa[j * ld + i]) << j << "," << i;
+          ASSERT_EQ(flashattn::float_to_bf16(dp[j * ld + i]), da[j * ld + i]) << j << "," << i;
+        }
+      }
+    if (!keep) {
+      EXPECT_EQ(std::memcmp(s.data(), s0.data(), s.size() * 4), 0);
+      EXPECT_EQ(std::memcmp(dp.data(), dp0.data(), dp.size() * 4), 0);
+    }
+  }
+}
+
 // fp16 tiles widened exactly (subnormals, inf, NaN), with the finite test.
 TEST_P(CpuKernels, F16Widening) {
   std::vector<uint16_t> h(5 * 24);

@@ -241,16 +241,11 @@ struct Backward {
     else k.gemm_f32(M, N, K, A, lda, B, ldb, C, ldc, acc);
   }
 
-  // The A operand of a probability-like tile (rows x cols of x, ld kLd): x itself
-  // in fp32, its bf16 rounding (columns zero-padded to cols_p) otherwise.
-  const PT* as_operand(float* x, PT* buf, int64_t rows, int64_t cols, int64_t cols_p) const {
-    if constexpr (kBf16) {
-      for (int64_t r = 0; r < rows; ++r) k.to_bf16(x + r * kLd, buf + r * kLd, cols, cols_p);
-      return buf;
-    } else {
-      (void)buf, (void)rows, (void)cols, (void)cols_p;
-      return x;
-    }
+  // x (rows x cols, ld kLd) rounded to bf16 as an A operand, columns zero-padded
+  // to cols_p.
+  const PT* round_rows(const float* x, PT* buf, int64_t rows, int64_t cols, int64_t cols_p) const {
+    for (int64_t r = 0; r < rows; ++r) k.to_bf16(x + r * kLd, buf + r * kLd, cols, cols_p);
+    return buf;
   }
 
   // Loads lse and d for rows [r0, r0+nr). A row that saw no key has lse = -inf;
@@ -394,6 +389,26 @@ struct Backward {
     }
   }
 
+  // P^T = exp(S^T - lse) and dS^T = P^T (dP^T - d) scale in place, with dropout
+  // and softcap (the path of fp32, and of bf16 where the one-pass kernel does
+  // not apply). S^T is scaled already unless `plain`.
+  void elementwise(const ScoreContext& ctx, bool plain, int64_t r0, int64_t nr, int64_t c0, int64_t nc,
+                   const float* tanh_buf, BwdScratch<PT>& w) const {
+    float* st = w.s.data();
+    float* dpt = w.dp.data();
+    for (int64_t j = 0; j < nc; ++j) {
+      if (plain) k.scale_row(st + j * kLd, nr, p.softmax_scale);
+      k.exp_sub_vec(st + j * kLd, w.lse.data(), nr);
+    }
+    if (ctx.dropout) ctx.dropout_t(dpt, kLd, r0, nr, c0, nc);  // dP through the multiplier
+    for (int64_t j = 0; j < nc; ++j)
+      k.softmax_grad_vec(st + j * kLd, dpt + j * kLd, w.d.data(), nr, p.softmax_scale);
+    if (ctx.dropout) ctx.dropout_t(st, kLd, r0, nr, c0, nc);  // the same multiplier on P, for dV
+    if (tanh_buf)
+      for (int64_t j = 0; j < nc; ++j)
+        for (int64_t r = 0; r < nr; ++r) dpt[j * kLd + r] *= 1.f - tanh_buf[j * kLd + r] * tanh_buf[j * kLd + r];
+  }
+
   // The five products of query tile qt of head h and key tile t (group slot i).
   void key_pair(const ScoreContext& ctx, const SeqLen& sl, int64_t b, int64_t h, int64_t hk, int64_t qt,
                 const KeyTile& t, int64_t i, float* dq_cols, BwdScratch<PT>& w) const {
@@ -415,37 +430,40 @@ struct Backward {
     }
     float* tanh_buf = ctx.softcap > 0.f ? w.tanh.data() : nullptr;
     if (!plain) ctx.apply_t(st, kLd, r0, nr, c0, nc, tanh_buf);
-    for (int64_t j = 0; j < nc; ++j) {
-      if (plain) k.scale_row(st + j * kLd, nr, p.softmax_scale);
-      k.exp_sub_vec(st + j * kLd, w.lse.data(), nr);
+    const PT* pa;  // the A operands of dV (P^T) and dK (dS^T)
+    const PT* da;
+    if constexpr (kBf16) {
+      if (k.bwd_tile_bf16 && !ctx.dropout && !tanh_buf) {
+        // One pass from the products' fp32 tiles to the three bf16 operands;
+        // fp32 P and dS are kept only for the rare non-finite corrections.
+        const bool keep = !do_n.tile_finite(b, h, qt) || !q_n.tile_finite(b, h, qt) || !t.k_finite;
+        k.bwd_tile_bf16({st, dpt, kLd, nc, mc, nr, nr_p, w.lse.data(), w.d.data(), plain ? p.softmax_scale : 1.f,
+                         p.softmax_scale, w.pa.data(), w.da.data(), w.db.data(), keep});
+        pa = w.pa.data(), da = w.da.data();
+      } else {
+        elementwise(ctx, plain, r0, nr, c0, nc, tanh_buf, w);
+        pa = round_rows(st, w.pa.data(), nc, nr, nr_p);
+        da = round_rows(dpt, w.da.data(), nc, nr, nr_p);
+        // The padded columns belong to rows this key tile may not see: zero.
+        if (nr < nr_p)
+          for (int64_t j = 0; j < nc; ++j) std::fill(dpt + j * kLd + nr, dpt + j * kLd + nr_p, 0.f);
+        k.to_bf16_vnni(dpt, kLd, nc, mc, nr_p, w.db.data());
+      }
+    } else {
+      elementwise(ctx, plain, r0, nr, c0, nc, tanh_buf, w);
+      pa = st, da = dpt;
     }
-    if (ctx.dropout) ctx.dropout_t(dpt, kLd, r0, nr, c0, nc);  // dP through the multiplier
-    for (int64_t j = 0; j < nc; ++j)
-      k.softmax_grad_vec(st + j * kLd, dpt + j * kLd, w.d.data(), nr, p.softmax_scale);
-    if (ctx.dropout) ctx.dropout_t(st, kLd, r0, nr, c0, nc);  // the same multiplier on P, for dV
-    if (tanh_buf)
-      for (int64_t j = 0; j < nc; ++j)
-        for (int64_t r = 0; r < nr; ++r) dpt[j * kLd + r] *= 1.f - tanh_buf[j * kLd + r] * tanh_buf[j * kLd + r];
     // dV += P^T dO, dK += dS^T Q; NaN/inf in dO or Q reach only the keys
     // their rows see (pack.h).
-    product(mc, dv_p, nr_p, as_operand(st, w.pa.data(), nc, nr, nr_p), kLd, do_n.tile(b, h, qt),
-            do_n.ld(b), dvv, dv_p, true);
+    product(mc, dv_p, nr_p, pa, kLd, do_n.tile(b, h, qt), do_n.ld(b), dvv, dv_p, true);
     if (!do_n.tile_finite(b, h, qt))
       add_nonfinite<Elem>(dov, sl, true, b, h, r0, nr, dv, st, kLd, nc, dvv, dv_p, w.row.data());
-    product(mc, dqk_p, nr_p, as_operand(dpt, w.da.data(), nc, nr, nr_p), kLd, q_n.tile(b, h, qt),
-            q_n.ld(b), dk, dqk_p, true);
+    product(mc, dqk_p, nr_p, da, kLd, q_n.tile(b, h, qt), q_n.ld(b), dk, dqk_p, true);
     if (!q_n.tile_finite(b, h, qt))
       add_nonfinite<Elem>(qv, sl, true, b, h, r0, nr, dqk, dpt, kLd, nc, dk, dqk_p, w.row.data());
     // dQ^T += K^T dS^T, into this chain's block of this query tile.
-    if constexpr (kBf16) {
-      // The padded columns belong to rows this key tile may not see: zero.
-      if (nr < nr_p)
-        for (int64_t j = 0; j < nc; ++j) std::fill(dpt + j * kLd + nr, dpt + j * kLd + nr_p, 0.f);
-      k.to_bf16_vnni(dpt, kLd, nc, mc, nr_p, w.db.data());
-      product(dqk_p, nr_p, mc, w.kt_at(i), kLd, w.db.data(), mc * 16, dq_cols, kLd, true);
-    } else {
-      product(dqk, nr, nc, w.kt_at(i), kLd, dpt, kLd, dq_cols, kLd, true);
-    }
+    if constexpr (kBf16) product(dqk_p, nr_p, mc, w.kt_at(i), kLd, w.db.data(), mc * 16, dq_cols, kLd, true);
+    else product(dqk, nr, nc, w.kt_at(i), kLd, dpt, kLd, dq_cols, kLd, true);
     if (!t.k_finite) add_nonfinite_kt(sl, b, hk, c0, nc, nr, dpt, dq_cols, w);
   }
 

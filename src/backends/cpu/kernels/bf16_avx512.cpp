@@ -163,4 +163,49 @@ FA_BF16 float exp_sum_bf16_avx512(const float* x, int64_t n, float scale, float 
   return _mm512_reduce_add_ps(sum);
 }
 
+// One row's 16 queries of a backward tile pair: p and ds (0 outside `live`).
+FA_BF16 static inline __attribute__((always_inline)) void bwd_row16(const BwdTileBf16& t, int64_t j, int64_t c,
+                                                                     __mmask16 cm, __m512 m, __m512 d,
+                                                                     __m512& p, __m512& ds) {
+  const __m512 sc = _mm512_set1_ps(t.scale), sds = _mm512_set1_ps(t.scale_ds);
+  const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
+  const __m512 v = _mm512_maskz_loadu_ps(cm, t.s + j * t.ld + c);
+  const __m512 y = _mm512_fmsub_ps(v, sc, m);
+  // A masked score (-inf) gives exactly 0 whatever m is (NaN too), as does
+  // m = +inf (a query that saw no key); NaN otherwise stays live and propagates.
+  const __mmask16 live =
+      cm & _mm512_cmp_ps_mask(v, ninf, _CMP_NEQ_UQ) & _mm512_cmp_ps_mask(y, ninf, _CMP_NEQ_UQ);
+  p = _mm512_maskz_mov_ps(live, exp2_poly(_mm512_mul_ps(y, _mm512_set1_ps(1.44269504088896341f))));
+  const __m512 g = _mm512_maskz_loadu_ps(cm, t.dp + j * t.ld + c);
+  const __mmask16 nz = _mm512_cmp_ps_mask(p, _mm512_setzero_ps(), _CMP_NEQ_UQ);
+  ds = _mm512_maskz_mul_ps(nz, _mm512_mul_ps(p, _mm512_sub_ps(g, d)), sds);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(t.pa + j * t.ld + c), (__m256i)_mm512_cvtneps_pbh(p));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(t.da + j * t.ld + c), (__m256i)_mm512_cvtneps_pbh(ds));
+  if (t.keep) {
+    _mm512_mask_storeu_ps(t.s + j * t.ld + c, cm, p);
+    _mm512_mask_storeu_ps(t.dp + j * t.ld + c, cm, ds);
+  }
+}
+
+// Query chunks outer, so each chunk's m and d stay in registers and its VNNI
+// panel is written in order; the row pair inner feeds one vpermw per pair.
+FA_BF16 void bwd_tile_bf16_avx512(const BwdTileBf16& t) {
+  const __m512i idx = _mm512_load_si512(kVnniInterleave);
+  for (int64_t c = 0; c < t.n_pad; c += kPanel) {
+    const int64_t left = t.n - c;
+    const __mmask16 cm = left >= 16 ? static_cast<__mmask16>(0xFFFF)
+                         : left <= 0 ? static_cast<__mmask16>(0)
+                                     : static_cast<__mmask16>((1u << left) - 1u);
+    const __m512 m = _mm512_maskz_loadu_ps(cm, t.m + c), d = _mm512_maskz_loadu_ps(cm, t.d + c);
+    uint16_t* panel = t.db + (c / kPanel) * t.rows_p * kPanel;
+    for (int64_t j = 0; j < t.rows_p; j += 2) {
+      __m512 p, ds0 = _mm512_setzero_ps(), ds1 = _mm512_setzero_ps();
+      if (j < t.rows) bwd_row16(t, j, c, cm, m, d, p, ds0);
+      if (j + 1 < t.rows) bwd_row16(t, j + 1, c, cm, m, d, p, ds1);
+      const __m512i pair = (__m512i)_mm512_cvtne2ps_pbh(ds1, ds0);
+      _mm512_storeu_si512(panel + j * kPanel, _mm512_permutexvar_epi16(idx, pair));
+    }
+  }
+}
+
 }  // namespace flashattn::detail::cpu::x86

@@ -20,6 +20,23 @@ namespace flashattn::detail::cpu {
 // two of them per dimension make one register block).
 constexpr int64_t kBf16Block = 32;
 
+// One (key tile, query tile) pair of the bf16 backward, transposed: row j is
+// key j, column i query i, leading dimension ld, `rows` keys (rows_p, a
+// multiple of 32, with padding) and n queries (n_pad, a multiple of 32).
+struct BwdTileBf16 {
+  float* s;   // scores; with keep, P on return
+  float* dp;  // dP; with keep, dS on return
+  int64_t ld, rows, rows_p, n, n_pad;
+  const float* m;  // per query: LSE (+inf for a query that saw no key)
+  const float* d;  // per query: dO . O
+  float scale;     // applied to s before m is subtracted (1 when s is scaled)
+  float scale_ds;  // the softmax scale, folded into dS
+  uint16_t* pa;    // P rounded to bf16, row-major, leading dimension ld
+  uint16_t* da;    // dS rounded to bf16, row-major, leading dimension ld
+  uint16_t* db;    // dS rounded to bf16 in to_bf16_vnni's panels (rows_p rows)
+  bool keep;       // also write P and dS back in fp32
+};
+
 struct Kernels {
   Isa isa;
   void (*gemm_f32)(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
@@ -68,6 +85,12 @@ struct Kernels {
   // fp16 rows x (rows x cols, leading dimension ldx) widened to fp32 in y
   // (leading dimension ldy), exactly; returns whether every element is finite.
   bool (*f16_to_f32)(const uint16_t* x, int64_t ldx, int64_t rows, int64_t cols, float* y, int64_t ldy);
+  // The bf16 backward's element-wise work of a tile pair in one pass (instead
+  // of exp_sub_vec, softmax_grad_vec, two to_bf16 and to_bf16_vnni):
+  // p = exp(scale s - m) (0 where that is -inf), ds = p (dp - d) scale_ds (0
+  // where p is 0), both zero past n and ds zero past `rows` in db. exp to a
+  // few fp32 ulp (the operands keep 8 bits). Null where absent.
+  void (*bwd_tile_bf16)(const BwdTileBf16& t);
 };
 
 // The table of a level (clamped to what the CPU supports).
