@@ -28,6 +28,12 @@ struct Naive {
     for (int64_t x = 0; x < n; ++x) s += a[x] * b[x];
     return s;
   }
+  // sum |a[x] b[x]|: the size of the terms a dot product cancels.
+  static float abs_dot(const float* a, const float* b, int64_t n) {
+    float s = 0.f;
+    for (int64_t x = 0; x < n; ++x) s += std::abs(a[x] * b[x]);
+    return s;
+  }
 
   // One query row of (sequence b, head h): visible keys, p (dtype-rounded, before
   // dropout), the dropout multiplier and the softcap derivative per key.
@@ -119,6 +125,7 @@ NaiveBackward naive_backward(const CheckConfig& c, const NaiveInputs& in,
         float* dq = r.dq.data() + nv.qi(qrow, h, c.dqk);
         float* mdq = r.mag_dq.data() + nv.qi(qrow, h, c.dqk);
         const float d = nv.dot(doi, out.data() + nv.qi(qrow, h, c.dv), c.dv);  // D_i = dO_i . O_i
+        const float d_mag = Naive::abs_dot(doi, out.data() + nv.qi(qrow, h, c.dv), c.dv);
         for (int64_t j = row.kr.lo; j < row.kr.hi; ++j) {
           const int64_t krow = c.k_row0(b) + j;
           const float* kv = in.k.data() + nv.ki(krow, hk, c.dqk);
@@ -126,7 +133,10 @@ NaiveBackward naive_backward(const CheckConfig& c, const NaiveInputs& in,
           const float pj = nv.rd(row.p[j] * row.mult[j]);
           const float dp = nv.rd(nv.dot(doi, vv, c.dv)) * row.mult[j];
           const float ds = nv.rd(row.p[j] * (dp - d) * row.dcap[j] * nv.scale);
-          const float ds_mag = row.p[j] * (std::abs(dp) + std::abs(d)) * row.dcap[j] * std::abs(nv.scale);
+          // dP - D cancels where one key takes nearly all of p (large scores):
+          // what is left of it carries the rounding of both dots' terms.
+          const float dp_mag = Naive::abs_dot(doi, vv, c.dv) * std::abs(row.mult[j]);
+          const float ds_mag = row.p[j] * (dp_mag + d_mag) * row.dcap[j] * std::abs(nv.scale);
           float* dk = r.dk.data() + nv.ki(krow, hk, c.dqk);
           float* dv = r.dv.data() + nv.ki(krow, hk, c.dv);
           float* mdk = r.mag_dk.data() + nv.ki(krow, hk, c.dqk);

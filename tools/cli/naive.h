@@ -29,7 +29,8 @@ struct NaiveForward {
 
 struct NaiveBackward {
   std::vector<float> dq, dk, dv;  // layouts of q, k, v
-  // Per element, the sum of |terms| that form it (|dS| taken as p (|dP| + |D|)):
+  // Per element, the sum of |terms| that form it (|dS| taken as p (sum |dO v| +
+  // sum |dO O|), the terms of dP and D before they cancel):
   // fp32 rounding can move a gradient by about eps32 times this, however small
   // the gradient itself is after cancellation.
   std::vector<float> mag_dq, mag_dk, mag_dv;
