@@ -288,6 +288,29 @@ TEST_P(CpuKernels, BwdTileBf16) {
   }
 }
 
+// The split of fp32 probabilities into bf16 hi + lo: hi the nearest bf16, lo
+// the nearest bf16 of the rest, lo = 0 for inf and NaN, zeros up to n_pad.
+TEST_P(CpuKernels, Bf16Split) {
+  if (k().to_bf16_split == nullptr) GTEST_SKIP() << "no bf16 split at this level";
+  auto x = random_floats(100, 31);
+  x[3] = std::numeric_limits<float>::infinity();
+  x[5] = std::numeric_limits<float>::quiet_NaN();
+  x[7] = 1.00390625f;  // a tie: hi rounds to even, lo keeps the rest exactly
+  x[9] = 0.f;
+  std::vector<uint16_t> hi(136, 0xFFFF), lo(136, 0xFFFF);
+  k().to_bf16_split(x.data(), hi.data(), lo.data(), 100, 128);
+  for (int j = 0; j < 100; ++j) {
+    ASSERT_EQ(hi[j], flashattn::float_to_bf16(x[j])) << j;
+    const float h = flashattn::bf16_to_float(hi[j]);
+    const uint16_t want = std::isfinite(x[j]) ? flashattn::float_to_bf16(x[j] - h) : uint16_t{0};
+    ASSERT_EQ(lo[j], want) << j;
+    if (std::isfinite(x[j])) ASSERT_LE(std::abs(double(h) + flashattn::bf16_to_float(lo[j]) - x[j]), 1e-5 * std::abs(x[j]));
+  }
+  EXPECT_EQ(flashattn::bf16_to_float(lo[7]), 1.00390625f - 1.f);
+  for (int j = 100; j < 128; ++j) ASSERT_EQ(hi[j] | lo[j], 0) << j;
+  for (int j = 128; j < 136; ++j) ASSERT_EQ(hi[j] & lo[j], 0xFFFF) << j;
+}
+
 // fp16 tiles widened exactly (subnormals, inf, NaN), with the finite test.
 TEST_P(CpuKernels, F16Widening) {
   std::vector<uint16_t> h(5 * 24);
@@ -348,6 +371,25 @@ class CpuLevel : public ::testing::TestWithParam<std::tuple<Isa, Case>> {
 
 TEST_P(CpuLevel, ForwardMatchesReference) { check_forward(std::get<1>(GetParam()), cpu_target()); }
 TEST_P(CpuLevel, BackwardMatchesReference) { check_backward(std::get<1>(GetParam()), cpu_target()); }
+
+// fp16 forward on the bf16 products (isa.h, f16_split) at every level that has
+// them, whether or not it is the level's default; and fp16 widened to fp32 there.
+TEST_P(CpuLevel, ForwardF16SplitAndWidened) {
+  const Case& c = std::get<1>(GetParam());
+  if (c.dtype != DType::f16) GTEST_SKIP() << "fp16 cases only";
+  if (!cpu::f16_split(std::get<0>(GetParam()))) {
+    cpu::force_f16_split(1);
+    const bool has_split = cpu::f16_split(std::get<0>(GetParam()));
+    cpu::force_f16_split(-1);
+    if (!has_split) GTEST_SKIP() << "no bf16 products at this level";
+  }
+  for (int mode : {1, 0}) {
+    SCOPED_TRACE(mode ? "split" : "fp32");
+    cpu::force_f16_split(mode);
+    check_forward(c, cpu_target());
+  }
+  cpu::force_f16_split(-1);
+}
 
 INSTANTIATE_TEST_SUITE_P(
     Levels, CpuLevel, ::testing::Combine(::testing::ValuesIn(kLevels), ::testing::ValuesIn(level_cases())),

@@ -10,7 +10,12 @@
 //                  AVX512-BF16, widened to fp32 when packed);
 //   PT = uint16_t: bf16 products on AMX or AVX512-BF16, probabilities rounded
 //                  to bf16 for P V (as every bf16 flash kernel does), fp32
-//                  accumulation and softmax statistics.
+//                  accumulation and softmax statistics;
+//   kSplit:        fp16 on the bf16 products (isa.h, f16_split): Q, K, V as
+//                  exact bf16 pairs hi + lo and P as its 16-bit pair; S = Q K^T
+//                  one product over 4 head-dim segments (pack.h, split_row),
+//                  exact products as in fp32; O = Ph [Vh|Vl] + Pl Vh into a
+//                  double-width O summed at the end.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -59,20 +64,30 @@ int64_t block_keys(int64_t dqk_p, int64_t dv_p) {
   return sizeof(PT) == 2 && std::max(dqk_p, dv_p) <= 64 ? kBlockKNarrow : kBlockK;
 }
 
-template <typename PT>
+// Head-dim segments of the query tile and K^T (qk) and of O and V (v).
+template <bool kSplit>
+constexpr int64_t kSegsQk = kSplit ? 4 : 1;
+template <bool kSplit>
+constexpr int64_t kSegsV = kSplit ? 2 : 1;
+
+template <typename PT, bool kSplit>
 struct FwdScratch {
-  std::vector<PT> q, p;  // the query tile (A of S), the probabilities (A of P V; bf16 only)
+  // The query tile (A of S); the probabilities (A of P V; bf16 only) and, split,
+  // their low halves.
+  std::vector<PT> q, p, pl;
   std::vector<float> s, o, m, l, m_new, alpha, row;
   static constexpr int64_t kRows = max_block_q<PT>();
   FwdScratch(int64_t dqk, int64_t dv)
-      : q(kRows * padded<PT>(dqk)), p(sizeof(PT) == 2 ? kRows * kBlockKNarrow : 0),
-        s(kRows * kBlockKNarrow), o(kRows * padded<PT>(dv)), m(kRows), l(kRows), m_new(kRows), alpha(kRows),
-        row(std::max(dqk, dv)) {}
+      : q(kRows * padded<PT>(dqk) * kSegsQk<kSplit>), p(sizeof(PT) == 2 ? kRows * kBlockKNarrow : 0),
+        pl(kSplit ? kRows * kBlockKNarrow : 0), s(kRows * kBlockKNarrow), o(kRows * padded<PT>(dv) * kSegsV<kSplit>),
+        m(kRows), l(kRows), m_new(kRows), alpha(kRows),
+        row(2 * std::max(padded<PT>(dqk), padded<PT>(dv))) {}  // pack_tile's row, split rows too (4 dp bf16)
 };
 
-template <typename Elem, typename PT>
+template <typename Elem, typename PT, bool kSplit = false>
 struct Forward {
   static constexpr bool kBf16 = sizeof(PT) == 2;
+  static_assert(!kSplit || (kBf16 && std::is_same_v<Elem, F16>), "the split pipeline is fp16 on bf16 products");
   const FwdParams& p;
   const Kernels& k;
   DropoutRng rng;
@@ -89,14 +104,14 @@ struct Forward {
         vv{p.v, p.v_batch_stride, p.v_row_stride, p.v_head_stride} {}
 
   void run() {
-    plan_pack(kt, p, false, p.heads_kv, p.head_dim_qk, PackKind::transposed);
-    plan_pack(vn, p, false, p.heads_kv, p.head_dim_v, PackKind::natural);
+    plan_pack(kt, p, false, p.heads_kv, p.head_dim_qk, PackKind::transposed, kSegsQk<kSplit>);
+    plan_pack(vn, p, false, p.heads_kv, p.head_dim_v, PackKind::natural, kSegsV<kSplit>);
     const int nt = thread_count(p);
     plan_items(nt);
     const int64_t work = static_cast<int64_t>(items.size());
 #pragma omp parallel num_threads(nt)
     {
-      FwdScratch<PT> w(p.head_dim_qk, p.head_dim_v);
+      FwdScratch<PT, kSplit> w(p.head_dim_qk, p.head_dim_v);
       pack_all<Elem>(kt, p, kv, false, w.row.data());
       pack_all<Elem>(vn, p, vv, false, w.row.data());
       if (kBf16 && k.thread_begin) k.thread_begin();
@@ -144,18 +159,20 @@ struct Forward {
     else k.gemm_f32(M, N, K, A, lda, B, ldb, C, ldc, acc);
   }
 
-  void tile(int64_t b, int64_t h, int64_t r0, int64_t block_q, FwdScratch<PT>& w) const {
+  void tile(int64_t b, int64_t h, int64_t r0, int64_t block_q, FwdScratch<PT, kSplit>& w) const {
     const SeqLen sl(p, b);
     if (r0 >= sl.seqlen_q) return;
     const int64_t nr = std::min(block_q, sl.seqlen_q - r0), mr = padded<PT>(nr);
     const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v, hk = h / p.group_size();
     const int64_t dqk_p = padded<PT>(dqk), dv_p = padded<PT>(dv);
+    const int64_t qk_w = dqk_p * kSegsQk<kSplit>, o_w = dv_p * kSegsV<kSplit>;  // row widths of Q and O
     const ScoreContext ctx(p, sl, b, h, rng);
 
     // The query tile, zero-padded to the product's shape. The scale is applied
     // to the fp32 scores, so bf16 queries are multiplied as given.
-    load_a_tile<Elem>(qv, sl, true, b, h, r0, nr, mr, dqk, dqk_p, w.q.data(), w.row.data());
-    std::fill(w.o.begin(), w.o.begin() + mr * dv_p, 0.f);
+    if constexpr (kSplit) load_q_split<Elem>(qv, sl, b, h, r0, nr, mr, dqk, dqk_p, w.q.data());
+    else load_a_tile<Elem>(qv, sl, true, b, h, r0, nr, mr, dqk, dqk_p, w.q.data(), w.row.data());
+    std::fill(w.o.begin(), w.o.begin() + mr * o_w, 0.f);
     std::fill(w.m.begin(), w.m.end(), kNegInf);
     std::fill(w.l.begin(), w.l.end(), 0.f);
 
@@ -165,7 +182,7 @@ struct Forward {
       const int64_t nc = std::min(bk, c_end - c0), nc_p = padded<PT>(nc);
       float* s = w.s.data();
       for (int64_t j = 0; j < nc; j += kPackRows)  // one product per packed tile
-        product(mr, padded<PT>(std::min(kPackRows, nc - j)), dqk_p, w.q.data(), dqk_p,
+        product(mr, padded<PT>(std::min(kPackRows, nc - j)), qk_w, w.q.data(), qk_w,
                 kt.tile(b, hk, (c0 + j) / kPackRows), kt.ld(b), s + j, bk, false);
       // Softcap and ALiBi take the general path; otherwise the scale folds into
       // the max and exp passes, masked tiles included, so a row's arithmetic
@@ -187,7 +204,7 @@ struct Forward {
       // bf16: exp, sum and rounding in one pass, unless dropout or a non-finite
       // V (add_nonfinite) needs the fp32 probabilities.
       bool fused = false;
-      if constexpr (kBf16) {
+      if constexpr (kBf16 && !kSplit) {
         fused = k.exp_sum_bf16 != nullptr && !ctx.dropout;
         for (int64_t j = 0; j < nc && fused; j += kPackRows) fused = vn.tile_finite(b, hk, (c0 + j) / kPackRows);
       }
@@ -203,23 +220,26 @@ struct Forward {
                                   : k.exp_sum(sr, nc, exp_scale, w.m_new[r]);
           w.l[r] = w.l[r] * alpha + sum;
           w.m[r] = w.m_new[r];
-          if (alpha != 1.f) k.scale_row(w.o.data() + r * dv_p, dv, alpha);
+          if (alpha != 1.f) k.scale_row(w.o.data() + r * o_w, kSplit ? o_w : dv, alpha);
           // Dropout acts on the probabilities after the normaliser is taken.
           if (ctx.dropout) ctx.dropout_row(sr, r0 + r, c0, nc);
         }
-        if constexpr (kBf16)
+        if constexpr (kSplit) k.to_bf16_split(sr, pr, w.pl.data() + r * bk, nc, nc_p);
+        else if constexpr (kBf16)
           if (!fused) k.to_bf16(sr, pr, nc, nc_p);
       }
       // One product over the whole step: natural packs run on across tiles.
       const PT* pa;
       if constexpr (kBf16) pa = w.p.data();
       else pa = s;
-      product(mr, dv_p, nc_p, pa, bk, vn.tile(b, hk, c0 / kPackRows), vn.ld(b), w.o.data(), dv_p, true);
+      const PT* vt = vn.tile(b, hk, c0 / kPackRows);
+      product(mr, o_w, nc_p, pa, bk, vt, vn.ld(b), w.o.data(), o_w, true);  // split: Ph [Vh | Vl]
+      if constexpr (kSplit) product(mr, dv_p, nc_p, w.pl.data(), bk, vt, vn.ld(b), w.o.data(), o_w, true);
       for (int64_t j = 0; j < nc; j += kPackRows) {
         const int64_t t = (c0 + j) / kPackRows, n = std::min(kPackRows, nc - j);
         // NaN/inf in V reach only the rows that see them (pack.h).
         if (!vn.tile_finite(b, hk, t))
-          add_nonfinite<Elem>(vv, sl, false, b, hk, c0 + j, n, dv, s + j, bk, nr, w.o.data(), dv_p,
+          add_nonfinite<Elem>(vv, sl, false, b, hk, c0 + j, n, dv, s + j, bk, nr, w.o.data(), o_w,
                               w.row.data());
       }
     }
@@ -227,7 +247,9 @@ struct Forward {
     // Rows that saw no key: out 0, lse -inf (the identity of log-sum-exp merging).
     // A row whose visible scores were all -inf (an inf input) is NaN, as exp(-inf - -inf).
     for (int64_t r = 0; r < nr; ++r) {
-      float* o = w.o.data() + r * dv_p;
+      float* o = w.o.data() + r * o_w;
+      if constexpr (kSplit)
+        for (int64_t c = 0; c < dv; ++c) o[c] += o[dv_p + c];  // Ph Vh + Pl Vh, plus Ph Vl
       float lse = w.m[r] + std::log(w.l[r]);
       if (w.l[r] == 0.f) {
         const bool sees_keys = ctx.mask.col_begin(r0 + r) < ctx.mask.col_end(r0 + r);
@@ -240,7 +262,7 @@ struct Forward {
       if (p.lse) p.lse[sl.lse_index(p, b, h, r0 + r)] = lse;
     }
     store_tile<Elem>(p.out, p.o_batch_stride, p.o_row_stride, p.o_head_stride, sl, true, b, h, r0, nr,
-                     dv, w.o.data(), dv_p);
+                     dv, w.o.data(), o_w);
   }
 };
 
@@ -252,6 +274,12 @@ void cpu_forward(const FwdParams& p) {
   const cpu::Kernels& k = cpu::active_kernels();
   with_elem(p.dtype, [&](auto e) {
     using Elem = decltype(e);
+    if constexpr (std::is_same_v<Elem, F16>) {
+      if (k.gemm_bf16 != nullptr && k.to_bf16_split != nullptr && cpu::f16_split(k.isa)) {
+        cpu::Forward<Elem, uint16_t, true>(p, k).run();
+        return;
+      }
+    }
     if (std::is_same_v<Elem, BF16> && k.gemm_bf16 != nullptr)
       cpu::Forward<Elem, uint16_t>(p, k).run();
     else

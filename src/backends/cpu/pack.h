@@ -51,6 +51,10 @@ struct Packed {
   std::vector<int64_t> tile0;   // per sequence: its first tile
   int64_t tiles = 0, heads = 0, dim = 0, tile_elems = 0;
   PackKind kind = PackKind::natural;
+  int64_t segs = 1;  // row segments of padded(dim) columns: 1, or the fp16 split's 4 (K^T) / 2 (V)
+
+  // Columns stored per row.
+  int64_t width() const { return padded<PT>(dim) * segs; }
 
   // bf16 natural packs are panel-major over a whole (sequence, head): each
   // 16-column panel holds every row of the sequence, so one product can run
@@ -59,7 +63,7 @@ struct Packed {
   // B operand's leading dimension (fp32) or panel stride (bf16) of sequence b's tiles.
   int64_t ld(int64_t b) const {
     if (panel_major()) return (tile0[b + 1] - tile0[b]) * kPackRows * 16;
-    if constexpr (sizeof(PT) == 2) return padded<PT>(dim) * 16;
+    if constexpr (sizeof(PT) == 2) return width() * 16;
     return kind == PackKind::transposed ? kPackRows : dim;
   }
   int64_t index(int64_t b, int64_t h, int64_t t) const { return h * tiles + tile0[b] + t; }
@@ -79,15 +83,44 @@ inline PT to_packed(float x) {
   else return x;
 }
 
+// The fp16 split forward's rows (isa.h): each element as bf16 hi and lo (lo = 0
+// unless the element is finite), in segments of dp columns, zero-padded:
+//   key   (K^T, 4 segments): [hi | lo | hf | lo]   hf: hi, 0 where not finite
+//   query (Q, 4 segments):   [hi | hf | lo | lo]
+//   value (V, 2 segments):   [hi | lo], both 0 where not finite (natural packs)
+// so S = Q K^T over 4 dp columns sums qh kh + qh kl + ql kh + ql kl: every
+// product exact, S as accurate as the fp32 pipeline's (the backward recomputes
+// it in fp32 against this LSE, so large scores allow no less); and no inf or NaN
+// meets one of the zeros a finite element's lo or the padding holds (inf * 0
+// would be NaN where fp32 gives inf).
+enum class SplitRow { key, query, value };
+template <typename Elem>
+void split_row(const typename Elem::storage* x, int64_t dim, int64_t dp, SplitRow kind, uint16_t* out) {
+  std::fill(out, out + (kind == SplitRow::value ? 2 : 4) * dp, uint16_t{0});
+  for (int64_t d = 0; d < dim; ++d) {
+    const float f = Elem::to_float(x[d]);
+    const bool fin = f - f == 0.f;
+    const uint16_t hi = float_to_bf16(f);
+    const uint16_t lo = fin ? float_to_bf16(f - bf16_to_float(hi)) : uint16_t{0};
+    const uint16_t hf = fin ? hi : uint16_t{0};
+    switch (kind) {
+      case SplitRow::key: out[d] = hi, out[dp + d] = lo, out[2 * dp + d] = hf, out[3 * dp + d] = lo; break;
+      case SplitRow::query: out[d] = hi, out[dp + d] = hf, out[2 * dp + d] = lo, out[3 * dp + d] = lo; break;
+      case SplitRow::value: out[d] = hf, out[dp + d] = lo; break;
+    }
+  }
+}
+
 // Sizes the pack for the q side (queries) or k side (keys) of p. Call before
 // the parallel region; fill it with pack_tile from inside.
 template <typename PT>
 void plan_pack(Packed<PT>& pk, const FwdParams& p, bool q_side, int64_t heads, int64_t dim,
-               PackKind kind) {
+               PackKind kind, int64_t segs = 1) {
   pk.kind = kind;
   pk.heads = heads;
   pk.dim = dim;
-  pk.tile_elems = kPackRows * padded<PT>(dim);
+  pk.segs = segs;
+  pk.tile_elems = kPackRows * pk.width();
   pk.tile0.assign(static_cast<size_t>(p.batch + 1), 0);
   for (int64_t b = 0; b < p.batch; ++b) {
     const SeqLen sl(p, b);
@@ -98,22 +131,25 @@ void plan_pack(Packed<PT>& pk, const FwdParams& p, bool q_side, int64_t heads, i
   pk.finite.assign(static_cast<size_t>(std::max<int64_t>(1, pk.tiles * heads)), 1);
 }
 
-// Packs tile t of head h of sequence b; `row` is a scratch row of dim floats.
-// Rows are read in their stored type; a bf16 row packed as bf16 is only moved.
+// Packs tile t of head h of sequence b; `row` is a scratch row of max(dim,
+// segs * padded(dim) / 2) floats. Rows are read in their stored type; a bf16
+// row packed as bf16 is only moved.
 template <typename Elem, typename PT>
 void pack_tile(Packed<PT>& pk, const HeadView& src, const SeqLen& sl, bool q_side, int64_t b,
                int64_t h, int64_t t, float* row) {
   using S = typename Elem::storage;
   constexpr bool kRaw = sizeof(PT) == 2 && std::is_same_v<Elem, BF16>;  // bf16 -> bf16: no conversion
-  const int64_t dim = pk.dim, dp = padded<PT>(dim);
+  const int64_t dim = pk.dim, dp = padded<PT>(dim), width = pk.width();
+  const bool split = sizeof(PT) == 2 && pk.segs > 1;
+  const int64_t n_store = split ? width : dim;  // split rows come padded
   const int64_t r0 = t * kPackRows;
   const int64_t rows = std::min(kPackRows, (q_side ? sl.seqlen_q : sl.seqlen_k) - r0);
   PT* dst = pk.tile(b, h, t);
   const int64_t ld = pk.ld(b);
   // Zero only what the rows below leave: padded rows and padded columns.
-  if (rows < kPackRows || dp != dim) {
+  if (rows < kPackRows || n_store != width) {
     if (pk.panel_major())
-      for (int64_t p0 = 0; p0 < dp; p0 += 16)
+      for (int64_t p0 = 0; p0 < width; p0 += 16)
         std::memset(static_cast<void*>(dst + (p0 / 16) * ld), 0, kPackRows * 16 * sizeof(PT));
     else
       std::memset(static_cast<void*>(dst), 0, static_cast<size_t>(pk.tile_elems) * sizeof(PT));
@@ -128,36 +164,41 @@ void pack_tile(Packed<PT>& pk, const HeadView& src, const SeqLen& sl, bool q_sid
     const bool row_finite = bad == 0;
     finite = finite && row_finite;
     // The row in the pack's type, non-finite elements zeroed for natural packs.
-    const PT* v;
     PT* conv = reinterpret_cast<PT*>(row);
-    if constexpr (kRaw) {
-      v = x;
-      if (!row_finite && pk.kind == PackKind::natural) {
-        for (int64_t d = 0; d < dim; ++d) conv[d] = finite_bits<Elem>(x[d]) ? x[d] : PT{};
-        v = conv;
+    const PT* v = conv;
+    if constexpr (sizeof(PT) == 2 && !kRaw) {
+      if (split)
+        split_row<Elem>(x, dim, dp, pk.kind == PackKind::transposed ? SplitRow::key : SplitRow::value, conv);
+    }
+    if (!split) {
+      if constexpr (kRaw) {
+        v = x;
+        if (!row_finite && pk.kind == PackKind::natural) {
+          for (int64_t d = 0; d < dim; ++d) conv[d] = finite_bits<Elem>(x[d]) ? x[d] : PT{};
+          v = conv;
+        }
+      } else {
+        for (int64_t d = 0; d < dim; ++d) {
+          const bool ok = row_finite || pk.kind == PackKind::transposed || finite_bits<Elem>(x[d]);
+          conv[d] = ok ? to_packed<PT>(Elem::to_float(x[d])) : PT{};
+        }
       }
-    } else {
-      for (int64_t d = 0; d < dim; ++d) {
-        const bool ok = row_finite || pk.kind == PackKind::transposed || finite_bits<Elem>(x[d]);
-        conv[d] = ok ? to_packed<PT>(Elem::to_float(x[d])) : PT{};
-      }
-      v = conv;
     }
     if constexpr (sizeof(PT) == 2) {
       if (pk.kind == PackKind::transposed) {  // panel r/16, pair d/2, column r%16
-        PT* base = dst + (r / 16) * (dp * 16) + (r % 16) * 2;
+        PT* base = dst + (r / 16) * (width * 16) + (r % 16) * 2;
         uint32_t* pairs = reinterpret_cast<uint32_t*>(base);  // one 32-bit store per pair
-        for (int64_t d = 0; d + 1 < dim; d += 2) {
+        for (int64_t d = 0; d + 1 < n_store; d += 2) {
           uint32_t two;
           std::memcpy(&two, v + d, sizeof(two));
           pairs[d * 8] = two;
         }
-        if (dim % 2) base[(dim - 1) * 16] = v[dim - 1];
+        if (n_store % 2) base[(n_store - 1) * 16] = v[n_store - 1];
       } else {  // panel d/16, pair r/2, column d%16
         PT* base = dst + (r / 2) * 32 + (r % 2);
-        for (int64_t d0 = 0; d0 < dim; d0 += 16) {
+        for (int64_t d0 = 0; d0 < n_store; d0 += 16) {
           PT* panel = base + (d0 / 16) * ld;
-          const int64_t n = std::min<int64_t>(16, dim - d0);
+          const int64_t n = std::min<int64_t>(16, n_store - d0);
           for (int64_t c = 0; c < n; ++c) panel[c * 2] = v[d0 + c];
         }
       }
@@ -187,6 +228,22 @@ void load_a_tile(const HeadView& src, const SeqLen& sl, bool q_side, int64_t b, 
       std::fill(d + dim, d + ld, PT{});
     } else {
       std::fill(d, d + ld, PT{});
+    }
+  }
+}
+
+// The fp16 split forward's query tile: rows as split_row's `query` form
+// ([rows_p][4 dp], zero-padded).
+template <typename Elem>
+void load_q_split(const HeadView& src, const SeqLen& sl, int64_t b, int64_t h, int64_t row0, int64_t rows,
+                  int64_t rows_p, int64_t dim, int64_t dp, uint16_t* dst) {
+  for (int64_t r = 0; r < rows_p; ++r) {
+    uint16_t* d = dst + r * 4 * dp;
+    if (r < rows) {
+      const int64_t off = sl.q_row(b, src.batch_stride, src.row_stride, src.head_stride, h, row0 + r);
+      split_row<Elem>(static_cast<const typename Elem::storage*>(src.base) + off, dim, dp, SplitRow::query, d);
+    } else {
+      std::fill(d, d + 4 * dp, uint16_t{0});
     }
   }
 }

@@ -208,4 +208,22 @@ FA_BF16 void bwd_tile_bf16_avx512(const BwdTileBf16& t) {
   }
 }
 
+FA_BF16 void to_bf16_split_avx512(const float* x, uint16_t* hi, uint16_t* lo, int64_t n, int64_t n_pad) {
+  for (int64_t j = 0; j < n_pad; j += 16) {
+    const int64_t left = n - j, w = n_pad - j;
+    const __mmask16 t = left >= 16 ? static_cast<__mmask16>(0xFFFF)
+                        : left <= 0 ? static_cast<__mmask16>(0)
+                                    : static_cast<__mmask16>((1u << left) - 1u);
+    const __m512 v = _mm512_maskz_loadu_ps(t, x + j);  // zeros past n
+    const __m256i h = (__m256i)_mm512_cvtneps_pbh(v);
+    const __m512 hv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    // x - x is 0 exactly when x is finite; inf - inf would make lo NaN.
+    const __mmask16 fin = _mm512_cmp_ps_mask(_mm512_sub_ps(v, v), _mm512_setzero_ps(), _CMP_EQ_OQ);
+    const __m256i l = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_sub_ps(fin, v, hv));
+    const __mmask16 wm = w >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << w) - 1u);
+    _mm256_mask_storeu_epi16(hi + j, wm, h);
+    _mm256_mask_storeu_epi16(lo + j, wm, l);
+  }
+}
+
 }  // namespace flashattn::detail::cpu::x86

@@ -54,6 +54,16 @@ Isa env_cap(Isa best) {
 
 constexpr int kNotForced = -1;
 std::atomic<int> g_forced{kNotForced};
+std::atomic<int> g_forced_split{kNotForced};
+
+// FLASHATTN_CPU_F16: 1 split, 0 fp32, -1 unset (or not understood).
+int env_f16() {
+  const char* s = std::getenv("FLASHATTN_CPU_F16");
+  if (s == nullptr) return kNotForced;
+  if (std::strcmp(s, "split") == 0) return 1;
+  if (std::strcmp(s, "fp32") == 0) return 0;
+  return kNotForced;
+}
 
 }  // namespace
 
@@ -71,6 +81,16 @@ Isa active_isa() {
 
 void force_isa(Isa isa) { g_forced.store(static_cast<int>(isa)); }
 void reset_forced_isa() { g_forced.store(kNotForced); }
+
+bool f16_split(Isa isa) {
+  if (static_cast<int>(isa) < static_cast<int>(Isa::avx512_bf16)) return false;  // no bf16 products
+  static const int from_env = env_f16();
+  int mode = g_forced_split.load(std::memory_order_relaxed);
+  if (mode == kNotForced) mode = from_env;
+  return mode == kNotForced ? isa == Isa::amx : mode == 1;
+}
+
+void force_f16_split(int mode) { g_forced_split.store(mode); }
 
 const char* isa_name(Isa isa) {
   switch (isa) {
