@@ -47,6 +47,13 @@ double conditioned_bound(double naive_error, double atol) { return 2 * naive_err
 double summation_allowance(const std::vector<float>& mags) {
   return std::ldexp(max_abs_finite(mags), -23);
 }
+double stored_output_allowance(flashattn::DType dtype, const std::vector<float>& mags) {
+  switch (dtype) {
+    case flashattn::DType::f16: return std::ldexp(max_abs_finite(mags), -11);
+    case flashattn::DType::bf16: return std::ldexp(max_abs_finite(mags), -8);
+    default: return 0.0;
+  }
+}
 double lowp_grad_bound(double r) { return 0.05 * std::max(1.0, r); }
 
 }  // namespace facli

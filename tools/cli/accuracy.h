@@ -29,6 +29,11 @@ double conditioned_bound(double naive_error, double atol);
 // eps32 (2^-23) times the largest sum of |terms| behind a result: the rounding
 // that any fp32 summation order may show, even where the exact result is ~0.
 double summation_allowance(const std::vector<float>& term_magnitudes);
+// The backward reads D = dO . O from the output as stored (fp16/bf16 rounded),
+// which the float64 reference does not: half the dtype's epsilon times the
+// largest sum of |terms| that D's part of dS carries into a gradient. 0 for fp32
+// (summation_allowance covers it there).
+double stored_output_allowance(flashattn::DType dtype, const std::vector<float>& d_term_magnitudes);
 // fp16/bf16 gradients, the simpler bound: 0.05 max(1, R).
 double lowp_grad_bound(double max_ref);
 

@@ -182,16 +182,18 @@ std::vector<Verdict> run_trial(const CheckConfig& c, std::mt19937_64& rng,
     const HostTensor& ref;
     const std::vector<float>& naive;
     const std::vector<float>& magnitude;
+    const std::vector<float>* through_d;  // the part through D (null: none)
   };
-  const Grad grads[] = {{"dq", dq_f, dq_r, ng.dq, ng.mag_dq},
-                        {"dk", dk_f, dk_r, ng.dk, ng.mag_dk},
-                        {"dv", dv_f, dv_r, ng.dv, ng.mag_dv}};
+  const Grad grads[] = {{"dq", dq_f, dq_r, ng.dq, ng.mag_dq, &ng.mag_d_dq},
+                        {"dk", dk_f, dk_r, ng.dk, ng.mag_dk, &ng.mag_d_dk},
+                        {"dv", dv_f, dv_r, ng.dv, ng.mag_dv, nullptr}};
   for (const Grad& g : grads) {
     const std::vector<float> gr = g.ref.to_float();
     const double r = max_abs_finite(gr);
     // Gradients that cancel to ~0 keep the rounding of the terms that formed them.
     const double rule = (fp32 ? fp32_grad_bound(r, s) : lowp_grad_bound(r)) +
-                        summation_allowance(g.magnitude);
+                        summation_allowance(g.magnitude) +
+                        (g.through_d ? stored_output_allowance(c.dtype, *g.through_d) : 0.0);
     compare(g.name, g.got.to_float(), gr, g.naive, rule);
   }
   if (c.deterministic) {  // bitwise identical on a second run
@@ -319,7 +321,9 @@ Command add_check_command(CLI::App& root) {
       "0.05 max(1, R). Every output and gradient may also be off by 2x the naive computation's "
       "error in its own precision (+ atol below fp32), and gradients by 2^-23 times the largest "
       "sum of |terms| forming them: where gradients cancel (large scores, one visible key) the "
-      "fixed bounds no longer describe what any fp32 code can do. LSE (fp32 always): "
+      "fixed bounds no longer describe what any fp32 code can do; fp16/bf16 gradients also by "
+      "half the dtype's epsilon times the terms that reach them through D = dO.O, which the "
+      "backward reads from the output as stored. LSE (fp32 always): "
       "1e-5 max(1, R) + 2e-7 max|s|. Deterministic backwards must be bitwise reproducible. "
       "Prints one line per failure and exits 1 if any failed.");
   add_backend_option(*app, args->backend,

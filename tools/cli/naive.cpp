@@ -113,6 +113,8 @@ NaiveBackward naive_backward(const CheckConfig& c, const NaiveInputs& in,
   r.mag_dq.assign(in.q.size(), 0.f);
   r.mag_dk.assign(in.k.size(), 0.f);
   r.mag_dv.assign(in.v.size(), 0.f);
+  r.mag_d_dq.assign(in.q.size(), 0.f);
+  r.mag_d_dk.assign(in.k.size(), 0.f);
   Naive::Row row;
   for (int64_t b = 0; b < c.batch; ++b)
     for (int64_t h = 0; h < c.heads_q; ++h) {
@@ -124,6 +126,7 @@ NaiveBackward naive_backward(const CheckConfig& c, const NaiveInputs& in,
         const float* qv = in.q.data() + nv.qi(qrow, h, c.dqk);
         float* dq = r.dq.data() + nv.qi(qrow, h, c.dqk);
         float* mdq = r.mag_dq.data() + nv.qi(qrow, h, c.dqk);
+        float* mdq_d = r.mag_d_dq.data() + nv.qi(qrow, h, c.dqk);
         const float d = nv.dot(doi, out.data() + nv.qi(qrow, h, c.dv), c.dv);  // D_i = dO_i . O_i
         const float d_mag = Naive::abs_dot(doi, out.data() + nv.qi(qrow, h, c.dv), c.dv);
         for (int64_t j = row.kr.lo; j < row.kr.hi; ++j) {
@@ -136,16 +139,20 @@ NaiveBackward naive_backward(const CheckConfig& c, const NaiveInputs& in,
           // dP - D cancels where one key takes nearly all of p (large scores):
           // what is left of it carries the rounding of both dots' terms.
           const float dp_mag = Naive::abs_dot(doi, vv, c.dv) * std::abs(row.mult[j]);
-          const float ds_mag = row.p[j] * (dp_mag + d_mag) * row.dcap[j] * std::abs(nv.scale);
+          const float ds_mag_d = row.p[j] * d_mag * row.dcap[j] * std::abs(nv.scale);
+          const float ds_mag = row.p[j] * dp_mag * row.dcap[j] * std::abs(nv.scale) + ds_mag_d;
           float* dk = r.dk.data() + nv.ki(krow, hk, c.dqk);
           float* dv = r.dv.data() + nv.ki(krow, hk, c.dv);
           float* mdk = r.mag_dk.data() + nv.ki(krow, hk, c.dqk);
           float* mdv = r.mag_dv.data() + nv.ki(krow, hk, c.dv);
+          float* mdk_d = r.mag_d_dk.data() + nv.ki(krow, hk, c.dqk);
           for (int64_t x = 0; x < c.dqk; ++x) {
             dq[x] += ds * kv[x];
             dk[x] += ds * qv[x];
             mdq[x] += ds_mag * std::abs(kv[x]);
             mdk[x] += ds_mag * std::abs(qv[x]);
+            mdq_d[x] += ds_mag_d * std::abs(kv[x]);
+            mdk_d[x] += ds_mag_d * std::abs(qv[x]);
           }
           for (int64_t x = 0; x < c.dv; ++x) {
             dv[x] += pj * doi[x];

@@ -34,6 +34,8 @@ struct NaiveBackward {
   // fp32 rounding can move a gradient by about eps32 times this, however small
   // the gradient itself is after cancellation.
   std::vector<float> mag_dq, mag_dk, mag_dv;
+  // The part of mag_dq, mag_dk that comes through D (dV has none).
+  std::vector<float> mag_d_dq, mag_d_dk;
 };
 
 NaiveForward naive_forward(const CheckConfig& c, const NaiveInputs& in);
