@@ -31,13 +31,19 @@ double max_abs_finite(const std::vector<float>& x) {
 }
 
 double rounding_atol(flashattn::DType dtype, const std::vector<float>& ref) {
-  double m = 0;
+  // Both sides are stored in the dtype, so a result one unit in the last place
+  // from the reference is the least error a rounding can show: never less than
+  // that unit at the largest |ref|, whatever the +0.3 probe gave.
+  const int mant = dtype == flashattn::DType::bf16 ? 7 : dtype == flashattn::DType::f16 ? 10 : 23;
+  const int min_exp = dtype == flashattn::DType::f16 ? -24 : -149;
+  double m = 0, unit = 0;
   for (float r : ref) {
     if (!std::isfinite(r)) continue;
     const float e = round_to(dtype, r + 0.3f) - 0.3f - r;
     m = std::max(m, static_cast<double>(std::abs(e)));
+    if (r != 0.f) unit = std::max(unit, std::ldexp(1.0, std::max(std::ilogb(r) - mant, min_exp)));
   }
-  return 2 * m;
+  return std::max(2 * m, unit);
 }
 
 double fp32_output_bound(double r, double s) { return 1e-5 * std::max(1.0, r) + 2e-7 * s * r; }

@@ -15,7 +15,8 @@ namespace facli {
 double max_abs_error(const std::vector<float>& got, const std::vector<float>& ref);
 // max |x| over finite x (0 when none).
 double max_abs_finite(const std::vector<float>& x);
-// The dtype's rounding error at the values' magnitude: 2 max |rd(x + 0.3) - 0.3 - x|.
+// The dtype's rounding error at the values' magnitude: 2 max |rd(x + 0.3) - 0.3 - x|,
+// at least one unit in the last place of the largest |x|.
 double rounding_atol(flashattn::DType dtype, const std::vector<float>& ref);
 
 // fp32 bounds: outputs 1e-5 max(1, R) + 2e-7 max|s| R, gradients 1e-4 max(1, R) + 2e-6 max|s| R,
