@@ -1,12 +1,12 @@
 """flashattn's CPU backend beside PyTorch's CPU scaled_dot_product_attention, one process,
-the same threads: forward and backward, fp32 and bf16, causal and not.
+the same threads: forward and backward, fp32 and bf16 (fp16 on request), causal and not.
 
 Both sides get the same [B, H, N, D] tensors (flashattn reads them through a transposed view,
 no copy) and the same thread count. TFLOP/s by the contract's count (4*B*H*N*N*D forward,
 halved for causal; backward 2.5x that).
 
 Usage (the package installed, PyTorch present):
-  python bench/cpu/bench_cpu.py [--threads 16] [--dtypes f32,bf16] [--hdims 64,128]
+  python bench/cpu/bench_cpu.py [--threads 16] [--dtypes f32,bf16,f16] [--hdims 64,128]
       [--seqlens 1024,2048,4096,8192,16384] [--causal 0,1] [--heads 16] [--tokens 16384]
       [--no-bwd] [--repeats 3] [--json FILE]
 """
@@ -62,7 +62,7 @@ def main():
     ap.add_argument("--json")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    dtypes = {"f32": torch.float32, "bf16": torch.bfloat16}
+    dtypes = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 
     rows = []
     print(f"{'dtype':>5} {'D':>4} {'causal':>6} {'N':>6} | {'ours fwd':>9} {'torch fwd':>9} {'ratio':>6} | "
