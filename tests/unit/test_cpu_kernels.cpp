@@ -184,6 +184,19 @@ TEST_P(CpuKernels, ExpSumBf16) {
     EXPECT_NEAR(got, sum, 1e-6 * sum);
     for (int64_t j = n; j < n_pad; ++j) ASSERT_EQ(y[j], 0) << j;
     for (int64_t j = n_pad; j < n_pad + 8; ++j) ASSERT_EQ(y[j], 0xFFFF) << j;
+    // The split pair: hi as above, hi + lo within 2^-15 of the exact exp.
+    if (k().exp_sum_split == nullptr) continue;
+    std::vector<uint16_t> hi(n_pad + 8, 0xFFFF), lo(n_pad + 8, 0xFFFF);
+    EXPECT_EQ(k().exp_sum_split(x.data(), n, scale, m, hi.data(), lo.data(), n_pad), got);
+    EXPECT_EQ(x, x0);
+    for (int64_t j = 0; j < n_pad + 8; ++j) ASSERT_EQ(hi[j], y[j]) << j;
+    EXPECT_EQ(lo[0], 0);
+    for (int64_t j = 1; j < n; ++j) {
+      const double e = std::exp(double(x[j]) * scale - m);
+      ASSERT_NEAR(double(flashattn::bf16_to_float(hi[j])) + flashattn::bf16_to_float(lo[j]), e, 3.1e-5 * e) << j;
+    }
+    for (int64_t j = n; j < n_pad; ++j) ASSERT_EQ(lo[j], 0) << j;
+    for (int64_t j = n_pad; j < n_pad + 8; ++j) ASSERT_EQ(lo[j], 0xFFFF) << j;
   }
 }
 

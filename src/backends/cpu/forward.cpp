@@ -201,32 +201,38 @@ struct Forward {
         w.alpha[r] = w.m[r];
       }
       k.exp_sub_vec(w.alpha.data(), w.m_new.data(), nr);  // exp(m_old - m_new); 0 where m_old = -inf
-      // bf16: exp, sum and rounding in one pass, unless dropout or a non-finite
-      // V (add_nonfinite) needs the fp32 probabilities.
+      // bf16 (and the split's pair): exp, sum and rounding in one pass, unless
+      // dropout or a non-finite V (add_nonfinite) needs the fp32 probabilities.
       bool fused = false;
-      if constexpr (kBf16 && !kSplit) {
-        fused = k.exp_sum_bf16 != nullptr && !ctx.dropout;
+      if constexpr (kBf16) {
+        fused = (kSplit ? k.exp_sum_split != nullptr : k.exp_sum_bf16 != nullptr) && !ctx.dropout;
         for (int64_t j = 0; j < nc && fused; j += kPackRows) fused = vn.tile_finite(b, hk, (c0 + j) / kPackRows);
       }
       for (int64_t r = 0; r < nr; ++r) {
         float* sr = s + r * bk;
         PT* pr = kBf16 ? w.p.data() + r * bk : nullptr;
+        PT* plr = kSplit ? w.pl.data() + r * bk : nullptr;
         if (w.m_new[r] == kNegInf) {  // nothing visible in this row yet
           std::fill(sr, sr + nc, 0.f);
           if (fused) std::fill(pr, pr + nc_p, PT{});
+          if (fused && kSplit) std::fill(plr, plr + nc_p, PT{});
         } else {
           const float alpha = w.alpha[r];
-          const float sum = fused ? k.exp_sum_bf16(sr, nc, exp_scale, w.m_new[r], reinterpret_cast<uint16_t*>(pr), nc_p)
-                                  : k.exp_sum(sr, nc, exp_scale, w.m_new[r]);
+          float sum;
+          if (!fused) sum = k.exp_sum(sr, nc, exp_scale, w.m_new[r]);
+          else if constexpr (kSplit) sum = k.exp_sum_split(sr, nc, exp_scale, w.m_new[r], pr, plr, nc_p);
+          else sum = k.exp_sum_bf16(sr, nc, exp_scale, w.m_new[r], reinterpret_cast<uint16_t*>(pr), nc_p);
           w.l[r] = w.l[r] * alpha + sum;
           w.m[r] = w.m_new[r];
           if (alpha != 1.f) k.scale_row(w.o.data() + r * o_w, kSplit ? o_w : dv, alpha);
           // Dropout acts on the probabilities after the normaliser is taken.
           if (ctx.dropout) ctx.dropout_row(sr, r0 + r, c0, nc);
         }
-        if constexpr (kSplit) k.to_bf16_split(sr, pr, w.pl.data() + r * bk, nc, nc_p);
-        else if constexpr (kBf16)
+        if constexpr (kSplit) {
+          if (!fused) k.to_bf16_split(sr, pr, plr, nc, nc_p);
+        } else if constexpr (kBf16) {
           if (!fused) k.to_bf16(sr, pr, nc, nc_p);
+        }
       }
       // One product over the whole step: natural packs run on across tiles.
       const PT* pa;

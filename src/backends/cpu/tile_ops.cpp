@@ -194,7 +194,8 @@ const Kernels& portable_kernels() {
   static const Kernels k{Isa::portable, gemm_nn,   nullptr,      nullptr,    nullptr,
                          row_max,       exp_sum,   exp_sub_vec,  scale_row,  softmax_grad_vec,
                          dot,           to_bf16,   to_bf16_vnni, nullptr,    finite_f32,
-                         bf16_vnni,     f16_to_f32,   nullptr,    nullptr};
+                         bf16_vnni,     f16_to_f32,   nullptr,    nullptr,
+                         nullptr};
   return k;
 }
 

@@ -135,8 +135,24 @@ FA_BF16 static inline __attribute__((always_inline)) __m512 exp2_poly(__m512 y) 
   return _mm512_scalef_ps(p, n);
 }
 
-FA_BF16 float exp_sum_bf16_avx512(const float* x, int64_t n, float scale, float m, uint16_t* y,
-                                  int64_t n_pad) {
+// exp_sum_bf16 and exp_sum_split: e = exp(scale x - m) rounded to bf16 in y and,
+// with kLo, the rest e - y rounded to bf16 in lo (0 where e is not finite).
+template <bool kLo>
+FA_BF16 static inline __attribute__((always_inline)) void store_rounded(__m512 e, __mmask16 wm, uint16_t* y,
+                                                                       uint16_t* lo) {
+  const __m256i h = (__m256i)_mm512_cvtneps_pbh(e);
+  _mm256_mask_storeu_epi16(y, wm, h);
+  if constexpr (kLo) {
+    const __m512 hv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    const __mmask16 fin = _mm512_cmp_ps_mask(_mm512_sub_ps(e, e), _mm512_setzero_ps(), _CMP_EQ_OQ);
+    _mm256_mask_storeu_epi16(lo, wm, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_sub_ps(fin, e, hv)));
+  }
+}
+
+template <bool kLo>
+FA_BF16 static inline __attribute__((always_inline)) float exp_sum_rounded(const float* x, int64_t n, float scale,
+                                                                           float m, uint16_t* y, uint16_t* lo,
+                                                                           int64_t n_pad) {
   const __m512 sc = _mm512_set1_ps(scale), mv = _mm512_set1_ps(m);
   const __m512 l2e = _mm512_set1_ps(1.44269504088896341f), ninf = _mm512_set1_ps(-__builtin_inff());
   __m512 sum = _mm512_setzero_ps();
@@ -146,7 +162,7 @@ FA_BF16 float exp_sum_bf16_avx512(const float* x, int64_t n, float scale, float 
     const __mmask16 live = _mm512_cmp_ps_mask(v, ninf, _CMP_NEQ_UQ);
     const __m512 e = _mm512_maskz_mov_ps(live, exp2_poly(_mm512_mul_ps(_mm512_fmsub_ps(v, sc, mv), l2e)));
     sum = _mm512_add_ps(sum, e);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + j), (__m256i)_mm512_cvtneps_pbh(e));
+    store_rounded<kLo>(e, static_cast<__mmask16>(0xFFFF), y + j, lo + j);
   }
   for (; j < n_pad; j += 16) {  // the tail and the zero padding
     const int64_t left = n - j, w = n_pad - j;
@@ -158,9 +174,19 @@ FA_BF16 float exp_sum_bf16_avx512(const float* x, int64_t n, float scale, float 
     const __m512 e = _mm512_maskz_mov_ps(live, exp2_poly(_mm512_mul_ps(_mm512_fmsub_ps(v, sc, mv), l2e)));
     sum = _mm512_add_ps(sum, e);
     const __mmask16 wm = w >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << w) - 1u);
-    _mm256_mask_storeu_epi16(y + j, wm, (__m256i)_mm512_cvtneps_pbh(e));
+    store_rounded<kLo>(e, wm, y + j, lo + j);
   }
   return _mm512_reduce_add_ps(sum);
+}
+
+FA_BF16 float exp_sum_bf16_avx512(const float* x, int64_t n, float scale, float m, uint16_t* y,
+                                  int64_t n_pad) {
+  return exp_sum_rounded<false>(x, n, scale, m, y, nullptr, n_pad);
+}
+
+FA_BF16 float exp_sum_split_avx512(const float* x, int64_t n, float scale, float m, uint16_t* hi, uint16_t* lo,
+                                   int64_t n_pad) {
+  return exp_sum_rounded<true>(x, n, scale, m, hi, lo, n_pad);
 }
 
 // One row's 16 queries of a backward tile pair: p and ds (0 outside `live`).

@@ -28,6 +28,7 @@ Kernels avx512_table(Isa isa) {
                  bf16_vnni_avx512,
                  f16_to_f32_avx512,
                  nullptr,
+                 nullptr,
                  nullptr};
 }
 }  // namespace
@@ -46,6 +47,7 @@ const Kernels& avx512_bf16_kernels() {
     t.exp_sum_bf16 = x86::exp_sum_bf16_avx512;
     t.bwd_tile_bf16 = x86::bwd_tile_bf16_avx512;
     t.to_bf16_split = x86::to_bf16_split_avx512;
+    t.exp_sum_split = x86::exp_sum_split_avx512;
     return t;
   }();
   return k;

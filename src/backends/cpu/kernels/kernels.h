@@ -95,6 +95,10 @@ struct Kernels {
   // is not finite), zero for n <= j < n_pad: hi + lo carries 16 bits of x. The
   // fp16 split forward's probabilities (isa.h). Null where absent.
   void (*to_bf16_split)(const float* x, uint16_t* hi, uint16_t* lo, int64_t n, int64_t n_pad);
+  // exp_sum_bf16 with to_bf16_split's pair: hi + lo = exp(scale x[j] - m) to 16
+  // bits, x untouched; returns the fp32 sum. Null where absent.
+  float (*exp_sum_split)(const float* x, int64_t n, float scale, float m, uint16_t* hi, uint16_t* lo,
+                         int64_t n_pad);
 };
 
 // The table of a level (clamped to what the CPU supports).
