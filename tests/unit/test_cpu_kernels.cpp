@@ -172,7 +172,7 @@ TEST_P(CpuKernels, ExpSumBf16) {
     const int64_t n_pad = (n + 31) / 32 * 32;
     std::vector<uint16_t> y(n_pad + 8, 0xFFFF);
     const auto x0 = x;
-    const float got = k().exp_sum_bf16(x.data(), n, scale, m, y.data(), n_pad);
+    const float got = k().exp_sum_bf16(x.data(), n, scale, m, y.data(), n_pad, false);
     EXPECT_EQ(x, x0);
     EXPECT_EQ(y[0], 0);
     double sum = 0.0;
@@ -187,8 +187,19 @@ TEST_P(CpuKernels, ExpSumBf16) {
     // The split pair: hi as above, hi + lo within 2^-15 of the exact exp.
     if (k().exp_sum_split == nullptr) continue;
     std::vector<uint16_t> hi(n_pad + 8, 0xFFFF), lo(n_pad + 8, 0xFFFF);
-    EXPECT_EQ(k().exp_sum_split(x.data(), n, scale, m, hi.data(), lo.data(), n_pad), got);
+    EXPECT_EQ(k().exp_sum_split(x.data(), n, scale, m, hi.data(), lo.data(), n_pad, false), got);
     EXPECT_EQ(x, x0);
+    // keep: the fp32 values rounded, stored over x (nothing past n).
+    auto xk = x0;
+    xk.resize(n_pad + 8, 7.f);
+    std::vector<uint16_t> hk(n_pad + 8), lk(n_pad + 8);
+    EXPECT_EQ(k().exp_sum_split(xk.data(), n, scale, m, hk.data(), lk.data(), n_pad, true), got);
+    for (int64_t j = 0; j < n; ++j) {
+      ASSERT_EQ(flashattn::float_to_bf16(xk[j]), hi[j]) << j;
+      ASSERT_EQ(hk[j], hi[j]) << j;
+      ASSERT_EQ(lk[j], lo[j]) << j;
+    }
+    for (int64_t j = n; j < n_pad + 8; ++j) ASSERT_EQ(xk[j], 7.f) << j;
     for (int64_t j = 0; j < n_pad + 8; ++j) ASSERT_EQ(hi[j], y[j]) << j;
     EXPECT_EQ(lo[0], 0);
     for (int64_t j = 1; j < n; ++j) {

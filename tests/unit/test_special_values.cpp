@@ -4,10 +4,13 @@
 // closed forms).
 #include <set>
 
+#include "backends/cpu/kernels/isa.h"
 #include "cases.h"
 
 namespace fatest {
 namespace {
+
+namespace cpu = flashattn::detail::cpu;
 
 // Which query rows and key rows a poisoned input element reaches.
 // Problem: B=2, Sq=Sk=40 (one CPU tile), Hq=2, Hkv=1, causal, so rows below the
@@ -138,7 +141,7 @@ std::vector<Poison> nan_poisons() {
   return {{Where::q, 1, 5, 1, 3, kNaNv}, {Where::q, 0, 0, 0, 0, kNaNv}, {Where::k, 1, 10, 0, 2, kNaNv},
           {Where::k, 0, 0, 0, 0, kNaNv}, {Where::v, 1, 10, 0, 3, kNaNv}};
 }
-constexpr DType kDtypes[] = {DType::f32, DType::bf16};
+constexpr DType kDtypes[] = {DType::f32, DType::f16, DType::bf16};
 
 // q and k poisons stay in the rows that read them, on both backends.
 TEST(NaNPropagation, ForwardQueryKeyConfined) {
@@ -193,6 +196,27 @@ TEST(NaNPropagation, BackwardConfinedReference) {
 TEST(NaNPropagation, BackwardConfinedCpu) {
   for (const Poison& x : nan_poisons())
     for (DType dt : kDtypes) check_backward_poison(x, dt, cpu_target());
+}
+
+// The fp16 forward on bf16 pairs (cpu::f16_split, forced on at the levels with
+// bf16 products): an inf keeps its fp32 meaning, so it never meets the zeros of
+// a finite element's low half or of the padding (inf * 0 = NaN), and NaN stays
+// in the rows that read it.
+TEST(NaNPropagation, ForwardF16SplitConfined) {
+  bool ran = false;
+  for (cpu::Isa isa : {cpu::Isa::avx512_bf16, cpu::Isa::amx}) {
+    if (static_cast<int>(isa) > static_cast<int>(cpu::supported_isa())) continue;
+    SCOPED_TRACE(cpu::isa_name(isa));
+    cpu::force_isa(isa);
+    cpu::force_f16_split(1);
+    for (const Poison& x : qk_poisons()) check_forward_poison(x, DType::f16, cpu_target(), Check::leak);
+    for (const Poison& x : v_poisons()) check_forward_poison(x, DType::f16, cpu_target(), Check::leak);
+    for (const Poison& x : nan_poisons()) check_forward_poison(x, DType::f16, cpu_target(), Check::reach);
+    cpu::force_f16_split(-1);
+    cpu::reset_forced_isa();
+    ran = true;
+  }
+  if (!ran) GTEST_SKIP() << "no bf16 products on this CPU";
 }
 
 // q = k = 0: every visible key gets the same weight. out_i = mean of the visible

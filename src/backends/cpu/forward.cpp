@@ -81,7 +81,7 @@ struct FwdScratch {
       : q(kRows * padded<PT>(dqk) * kSegsQk<kSplit>), p(sizeof(PT) == 2 ? kRows * kBlockKNarrow : 0),
         pl(kSplit ? kRows * kBlockKNarrow : 0), s(kRows * kBlockKNarrow), o(kRows * padded<PT>(dv) * kSegsV<kSplit>),
         m(kRows), l(kRows), m_new(kRows), alpha(kRows),
-        row(2 * std::max(padded<PT>(dqk), padded<PT>(dv))) {}  // pack_tile's row, split rows too (4 dp bf16)
+        row(3 * std::max(padded<PT>(dqk), padded<PT>(dv))) {}  // pack_tile's row; split: 4 dp bf16 + dp floats
 };
 
 template <typename Elem, typename PT, bool kSplit = false>
@@ -104,8 +104,8 @@ struct Forward {
         vv{p.v, p.v_batch_stride, p.v_row_stride, p.v_head_stride} {}
 
   void run() {
-    plan_pack(kt, p, false, p.heads_kv, p.head_dim_qk, PackKind::transposed, kSegsQk<kSplit>);
-    plan_pack(vn, p, false, p.heads_kv, p.head_dim_v, PackKind::natural, kSegsV<kSplit>);
+    plan_pack(kt, p, false, p.heads_kv, p.head_dim_qk, PackKind::transposed, kSegsQk<kSplit>, &k);
+    plan_pack(vn, p, false, p.heads_kv, p.head_dim_v, PackKind::natural, kSegsV<kSplit>, &k);
     const int nt = thread_count(p);
     plan_items(nt);
     const int64_t work = static_cast<int64_t>(items.size());
@@ -170,7 +170,7 @@ struct Forward {
 
     // The query tile, zero-padded to the product's shape. The scale is applied
     // to the fp32 scores, so bf16 queries are multiplied as given.
-    if constexpr (kSplit) load_q_split<Elem>(qv, sl, b, h, r0, nr, mr, dqk, dqk_p, w.q.data());
+    if constexpr (kSplit) load_q_split(k, qv, sl, b, h, r0, nr, mr, dqk, dqk_p, w.q.data(), w.row.data());
     else load_a_tile<Elem>(qv, sl, true, b, h, r0, nr, mr, dqk, dqk_p, w.q.data(), w.row.data());
     std::fill(w.o.begin(), w.o.begin() + mr * o_w, 0.f);
     std::fill(w.m.begin(), w.m.end(), kNegInf);
@@ -202,11 +202,13 @@ struct Forward {
       }
       k.exp_sub_vec(w.alpha.data(), w.m_new.data(), nr);  // exp(m_old - m_new); 0 where m_old = -inf
       // bf16 (and the split's pair): exp, sum and rounding in one pass, unless
-      // dropout or a non-finite V (add_nonfinite) needs the fp32 probabilities.
-      bool fused = false;
+      // dropout must act on fp32 probabilities before they are rounded. A
+      // non-finite V (add_nonfinite) takes the same pass and keeps its fp32
+      // values too, so the step's P is the same bits either way.
+      bool fused = false, keep = false;
       if constexpr (kBf16) {
         fused = (kSplit ? k.exp_sum_split != nullptr : k.exp_sum_bf16 != nullptr) && !ctx.dropout;
-        for (int64_t j = 0; j < nc && fused; j += kPackRows) fused = vn.tile_finite(b, hk, (c0 + j) / kPackRows);
+        for (int64_t j = 0; j < nc && fused && !keep; j += kPackRows) keep = !vn.tile_finite(b, hk, (c0 + j) / kPackRows);
       }
       for (int64_t r = 0; r < nr; ++r) {
         float* sr = s + r * bk;
@@ -220,8 +222,8 @@ struct Forward {
           const float alpha = w.alpha[r];
           float sum;
           if (!fused) sum = k.exp_sum(sr, nc, exp_scale, w.m_new[r]);
-          else if constexpr (kSplit) sum = k.exp_sum_split(sr, nc, exp_scale, w.m_new[r], pr, plr, nc_p);
-          else sum = k.exp_sum_bf16(sr, nc, exp_scale, w.m_new[r], reinterpret_cast<uint16_t*>(pr), nc_p);
+          else if constexpr (kSplit) sum = k.exp_sum_split(sr, nc, exp_scale, w.m_new[r], pr, plr, nc_p, keep);
+          else sum = k.exp_sum_bf16(sr, nc, exp_scale, w.m_new[r], reinterpret_cast<uint16_t*>(pr), nc_p, keep);
           w.l[r] = w.l[r] * alpha + sum;
           w.m[r] = w.m_new[r];
           if (alpha != 1.f) k.scale_row(w.o.data() + r * o_w, kSplit ? o_w : dv, alpha);

@@ -52,6 +52,7 @@ struct Packed {
   int64_t tiles = 0, heads = 0, dim = 0, tile_elems = 0;
   PackKind kind = PackKind::natural;
   int64_t segs = 1;  // row segments of padded(dim) columns: 1, or the fp16 split's 4 (K^T) / 2 (V)
+  const Kernels* split_kernels = nullptr;  // the fp16 split's (segs > 1)
 
   // Columns stored per row.
   int64_t width() const { return padded<PT>(dim) * segs; }
@@ -94,20 +95,27 @@ inline PT to_packed(float x) {
 // meets one of the zeros a finite element's lo or the padding holds (inf * 0
 // would be NaN where fp32 gives inf).
 enum class SplitRow { key, query, value };
-template <typename Elem>
-void split_row(const typename Elem::storage* x, int64_t dim, int64_t dp, SplitRow kind, uint16_t* out) {
-  std::fill(out, out + (kind == SplitRow::value ? 2 : 4) * dp, uint16_t{0});
-  for (int64_t d = 0; d < dim; ++d) {
-    const float f = Elem::to_float(x[d]);
-    const bool fin = f - f == 0.f;
-    const uint16_t hi = float_to_bf16(f);
-    const uint16_t lo = fin ? float_to_bf16(f - bf16_to_float(hi)) : uint16_t{0};
-    const uint16_t hf = fin ? hi : uint16_t{0};
-    switch (kind) {
-      case SplitRow::key: out[d] = hi, out[dp + d] = lo, out[2 * dp + d] = hf, out[3 * dp + d] = lo; break;
-      case SplitRow::query: out[d] = hi, out[dp + d] = hf, out[2 * dp + d] = lo, out[3 * dp + d] = lo; break;
-      case SplitRow::value: out[d] = hf, out[dp + d] = lo; break;
-    }
+// One fp16 row in that form, with the table's vector kernels (the split runs
+// only at levels that have to_bf16_split); tmp holds dim floats.
+inline void split_row(const Kernels& k, const uint16_t* x, int64_t dim, int64_t dp, SplitRow kind, uint16_t* out,
+                      float* tmp) {
+  k.f16_to_f32(x, dim, 1, dim, tmp, dim);  // exact
+  uint16_t* hi = out;
+  uint16_t* lo = out + (kind == SplitRow::query ? 2 : 1) * dp;
+  k.to_bf16_split(tmp, hi, lo, dim, dp);  // zero from dim to dp; lo 0 where not finite
+  const auto finite_hi = [&](uint16_t* dst) {
+    for (int64_t d = 0; d < dp; ++d) dst[d] = (hi[d] & 0x7F80) == 0x7F80 ? uint16_t{0} : hi[d];
+  };
+  switch (kind) {
+    case SplitRow::key:
+      finite_hi(out + 2 * dp);
+      std::memcpy(out + 3 * dp, lo, static_cast<size_t>(dp) * sizeof(uint16_t));
+      break;
+    case SplitRow::query:
+      finite_hi(out + dp);
+      std::memcpy(out + 3 * dp, lo, static_cast<size_t>(dp) * sizeof(uint16_t));
+      break;
+    case SplitRow::value: finite_hi(out); break;
   }
 }
 
@@ -115,11 +123,12 @@ void split_row(const typename Elem::storage* x, int64_t dim, int64_t dp, SplitRo
 // the parallel region; fill it with pack_tile from inside.
 template <typename PT>
 void plan_pack(Packed<PT>& pk, const FwdParams& p, bool q_side, int64_t heads, int64_t dim,
-               PackKind kind, int64_t segs = 1) {
+               PackKind kind, int64_t segs = 1, const Kernels* split_kernels = nullptr) {
   pk.kind = kind;
   pk.heads = heads;
   pk.dim = dim;
   pk.segs = segs;
+  pk.split_kernels = split_kernels;
   pk.tile_elems = kPackRows * pk.width();
   pk.tile0.assign(static_cast<size_t>(p.batch + 1), 0);
   for (int64_t b = 0; b < p.batch; ++b) {
@@ -132,7 +141,7 @@ void plan_pack(Packed<PT>& pk, const FwdParams& p, bool q_side, int64_t heads, i
 }
 
 // Packs tile t of head h of sequence b; `row` is a scratch row of max(dim,
-// segs * padded(dim) / 2) floats. Rows are read in their stored type; a bf16
+// (segs / 2 + 1) * padded(dim)) floats. Rows are read in their stored type; a bf16
 // row packed as bf16 is only moved.
 template <typename Elem, typename PT>
 void pack_tile(Packed<PT>& pk, const HeadView& src, const SeqLen& sl, bool q_side, int64_t b,
@@ -166,9 +175,10 @@ void pack_tile(Packed<PT>& pk, const HeadView& src, const SeqLen& sl, bool q_sid
     // The row in the pack's type, non-finite elements zeroed for natural packs.
     PT* conv = reinterpret_cast<PT*>(row);
     const PT* v = conv;
-    if constexpr (sizeof(PT) == 2 && !kRaw) {
+    if constexpr (sizeof(PT) == 2 && std::is_same_v<Elem, F16>) {
       if (split)
-        split_row<Elem>(x, dim, dp, pk.kind == PackKind::transposed ? SplitRow::key : SplitRow::value, conv);
+        split_row(*pk.split_kernels, x, dim, dp, pk.kind == PackKind::transposed ? SplitRow::key : SplitRow::value,
+                  conv, row + pk.segs * dp / 2);
     }
     if (!split) {
       if constexpr (kRaw) {
@@ -233,15 +243,15 @@ void load_a_tile(const HeadView& src, const SeqLen& sl, bool q_side, int64_t b, 
 }
 
 // The fp16 split forward's query tile: rows as split_row's `query` form
-// ([rows_p][4 dp], zero-padded).
-template <typename Elem>
-void load_q_split(const HeadView& src, const SeqLen& sl, int64_t b, int64_t h, int64_t row0, int64_t rows,
-                  int64_t rows_p, int64_t dim, int64_t dp, uint16_t* dst) {
+// ([rows_p][4 dp], zero-padded); tmp holds dim floats.
+inline void load_q_split(const Kernels& k, const HeadView& src, const SeqLen& sl, int64_t b, int64_t h,
+                         int64_t row0, int64_t rows, int64_t rows_p, int64_t dim, int64_t dp, uint16_t* dst,
+                         float* tmp) {
   for (int64_t r = 0; r < rows_p; ++r) {
     uint16_t* d = dst + r * 4 * dp;
     if (r < rows) {
       const int64_t off = sl.q_row(b, src.batch_stride, src.row_stride, src.head_stride, h, row0 + r);
-      split_row<Elem>(static_cast<const typename Elem::storage*>(src.base) + off, dim, dp, SplitRow::query, d);
+      split_row(k, static_cast<const uint16_t*>(src.base) + off, dim, dp, SplitRow::query, d, tmp);
     } else {
       std::fill(d, d + 4 * dp, uint16_t{0});
     }

@@ -149,10 +149,11 @@ FA_BF16 static inline __attribute__((always_inline)) void store_rounded(__m512 e
   }
 }
 
+// keep: e also replaces x (fp32), the same bits the rounding saw.
 template <bool kLo>
-FA_BF16 static inline __attribute__((always_inline)) float exp_sum_rounded(const float* x, int64_t n, float scale,
+FA_BF16 static inline __attribute__((always_inline)) float exp_sum_rounded(float* x, int64_t n, float scale,
                                                                            float m, uint16_t* y, uint16_t* lo,
-                                                                           int64_t n_pad) {
+                                                                           int64_t n_pad, bool keep) {
   const __m512 sc = _mm512_set1_ps(scale), mv = _mm512_set1_ps(m);
   const __m512 l2e = _mm512_set1_ps(1.44269504088896341f), ninf = _mm512_set1_ps(-__builtin_inff());
   __m512 sum = _mm512_setzero_ps();
@@ -163,6 +164,7 @@ FA_BF16 static inline __attribute__((always_inline)) float exp_sum_rounded(const
     const __m512 e = _mm512_maskz_mov_ps(live, exp2_poly(_mm512_mul_ps(_mm512_fmsub_ps(v, sc, mv), l2e)));
     sum = _mm512_add_ps(sum, e);
     store_rounded<kLo>(e, static_cast<__mmask16>(0xFFFF), y + j, lo + j);
+    if (keep) _mm512_storeu_ps(x + j, e);
   }
   for (; j < n_pad; j += 16) {  // the tail and the zero padding
     const int64_t left = n - j, w = n_pad - j;
@@ -175,18 +177,19 @@ FA_BF16 static inline __attribute__((always_inline)) float exp_sum_rounded(const
     sum = _mm512_add_ps(sum, e);
     const __mmask16 wm = w >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << w) - 1u);
     store_rounded<kLo>(e, wm, y + j, lo + j);
+    if (keep) _mm512_mask_storeu_ps(x + j, t, e);
   }
   return _mm512_reduce_add_ps(sum);
 }
 
-FA_BF16 float exp_sum_bf16_avx512(const float* x, int64_t n, float scale, float m, uint16_t* y,
-                                  int64_t n_pad) {
-  return exp_sum_rounded<false>(x, n, scale, m, y, nullptr, n_pad);
+FA_BF16 float exp_sum_bf16_avx512(float* x, int64_t n, float scale, float m, uint16_t* y, int64_t n_pad,
+                                  bool keep) {
+  return exp_sum_rounded<false>(x, n, scale, m, y, nullptr, n_pad, keep);
 }
 
-FA_BF16 float exp_sum_split_avx512(const float* x, int64_t n, float scale, float m, uint16_t* hi, uint16_t* lo,
-                                   int64_t n_pad) {
-  return exp_sum_rounded<true>(x, n, scale, m, hi, lo, n_pad);
+FA_BF16 float exp_sum_split_avx512(float* x, int64_t n, float scale, float m, uint16_t* hi, uint16_t* lo,
+                                   int64_t n_pad, bool keep) {
+  return exp_sum_rounded<true>(x, n, scale, m, hi, lo, n_pad, keep);
 }
 
 // One row's 16 queries of a backward tile pair: p and ds (0 outside `live`).

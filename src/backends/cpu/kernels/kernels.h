@@ -71,9 +71,11 @@ struct Kernels {
   void (*to_bf16_vnni)(const float* x, int64_t ldx, int64_t rows, int64_t rows_p, int64_t cols_p,
                        uint16_t* y);
   // exp_sum and to_bf16 in one pass for the bf16 pipeline: y[j] = bf16(exp(scale
-  // * x[j] - m)) (0 for x[j] = -inf; 0 for n <= j < n_pad), x untouched; returns
-  // the fp32 sum. A few ulp of fp32 (bf16 keeps 8 bits). Null where absent.
-  float (*exp_sum_bf16)(const float* x, int64_t n, float scale, float m, uint16_t* y, int64_t n_pad);
+  // * x[j] - m)) (0 for x[j] = -inf; 0 for n <= j < n_pad); returns the fp32 sum.
+  // x is untouched unless keep, which also stores the fp32 exp there (the very
+  // values rounded: a tile's P does not depend on whether its V is finite). A
+  // few ulp of fp32 (bf16 keeps 8 bits). Null where absent.
+  float (*exp_sum_bf16)(float* x, int64_t n, float scale, float m, uint16_t* y, int64_t n_pad, bool keep);
   // Whether x (rows x cols, leading dimension ldx) holds no NaN and no inf.
   bool (*finite_f32)(const float* x, int64_t ldx, int64_t rows, int64_t cols);
   // bf16 rows x (rows x cols, leading dimension ldx) moved unchanged into the
@@ -96,9 +98,9 @@ struct Kernels {
   // fp16 split forward's probabilities (isa.h). Null where absent.
   void (*to_bf16_split)(const float* x, uint16_t* hi, uint16_t* lo, int64_t n, int64_t n_pad);
   // exp_sum_bf16 with to_bf16_split's pair: hi + lo = exp(scale x[j] - m) to 16
-  // bits, x untouched; returns the fp32 sum. Null where absent.
-  float (*exp_sum_split)(const float* x, int64_t n, float scale, float m, uint16_t* hi, uint16_t* lo,
-                         int64_t n_pad);
+  // bits; keep as there. Null where absent.
+  float (*exp_sum_split)(float* x, int64_t n, float scale, float m, uint16_t* hi, uint16_t* lo, int64_t n_pad,
+                         bool keep);
 };
 
 // The table of a level (clamped to what the CPU supports).

@@ -37,11 +37,11 @@ void gemm_bf16_avx512(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_
 void to_bf16_avx512(const float* x, uint16_t* y, int64_t n, int64_t n_pad);
 void to_bf16_vnni_avx512(const float* x, int64_t ldx, int64_t rows, int64_t rows_p, int64_t cols_p,
                          uint16_t* y);
-float exp_sum_bf16_avx512(const float* x, int64_t n, float scale, float m, uint16_t* y, int64_t n_pad);
+float exp_sum_bf16_avx512(float* x, int64_t n, float scale, float m, uint16_t* y, int64_t n_pad, bool keep);
 void bwd_tile_bf16_avx512(const BwdTileBf16& t);
 void to_bf16_split_avx512(const float* x, uint16_t* hi, uint16_t* lo, int64_t n, int64_t n_pad);
-float exp_sum_split_avx512(const float* x, int64_t n, float scale, float m, uint16_t* hi, uint16_t* lo,
-                           int64_t n_pad);
+float exp_sum_split_avx512(float* x, int64_t n, float scale, float m, uint16_t* hi, uint16_t* lo,
+                           int64_t n_pad, bool keep);
 
 // amx.cpp (AMX-TILE, AMX-BF16)
 void gemm_bf16_amx(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
