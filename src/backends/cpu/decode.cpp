@@ -42,6 +42,7 @@ namespace cpu {
 namespace {
 
 constexpr int64_t kMaxRows = 64;           // query rows per kv head (columns of S^T)
+constexpr int64_t kMaxRowsBesideAmx = 16;  // bf16 where the tiled forward has AMX
 constexpr int64_t kTileKeys = 64;          // keys per product
 // Keys per work item, at multiples of the split: 1024, halved (down to 256)
 // while a call would have fewer than kMinItems items, so that short caches
@@ -422,10 +423,14 @@ bool cpu_forward_decode(const FwdParams& p) {
     return true;
   }
   // bf16 products here are AVX512-BF16's (any number of keys per tile, K read
-  // in place), also on AMX CPUs: the tiled forward's AMX products do not make up
-  // for its packing of all of K and V at these shapes (docs/cpu_notes.md, v12).
-  if (p.dtype == DType::bf16 && p.head_dim_qk % 2 == 0 &&
-      static_cast<int>(k.isa) >= static_cast<int>(cpu::Isa::avx512_bf16)) {
+  // in place). Where the tiled forward has AMX only the memory-bound shapes, 16
+  // rows or fewer, come here: on Sapphire Rapids vdpbf16ps runs at 0.6-0.8x
+  // fp32 FMA (host, session 32), so 17-64 rows, compute-bound here, would be
+  // slower than this path's fp32 form, which the tiled AMX forward already
+  // beat at most of those shapes (docs/cpu_notes.md, v12 and session 33).
+  const int isa = static_cast<int>(k.isa);
+  if (p.dtype == DType::bf16 && p.head_dim_qk % 2 == 0 && isa >= static_cast<int>(cpu::Isa::avx512_bf16) &&
+      (isa < static_cast<int>(cpu::Isa::amx) || rows <= cpu::kMaxRowsBesideAmx)) {
     cpu::Decode<BF16>(p, k, cpu::kernels(cpu::Isa::avx512_bf16), rows).run();
     return true;
   }
