@@ -310,6 +310,15 @@ TEST_P(CpuKernels, BwdTileBf16) {
       EXPECT_EQ(std::memcmp(dp.data(), dp0.data(), dp.size() * 4), 0);
     }
   }
+  // A negative scale turns a -inf score (an inf input) into +inf: P is inf, as
+  // in fp32, not the 0 of a masked score.
+  std::vector<float> s(32 * 32, 0.5f), dp(32 * 32, 0.25f), m(32, 1.f), d(32, 0.f);
+  s[0] = -inf;
+  std::vector<uint16_t> pa(32 * 32), da(32 * 32), db(32 * 32);
+  k().bwd_tile_bf16({s.data(), dp.data(), 32, 32, 32, 32, 32, m.data(), d.data(), -1.f, 0.125f, pa.data(), da.data(),
+                     db.data(), false});
+  EXPECT_EQ(pa[0], 0x7F80);  // +inf
+  EXPECT_TRUE(std::isinf(flashattn::bf16_to_float(da[0])));
 }
 
 // The split of fp32 probabilities into bf16 hi + lo: hi the nearest bf16, lo
@@ -321,14 +330,15 @@ TEST_P(CpuKernels, Bf16Split) {
   x[5] = std::numeric_limits<float>::quiet_NaN();
   x[7] = 1.00390625f;  // a tie: hi rounds to even, lo keeps the rest exactly
   x[9] = 0.f;
+  x[11] = 3.4e38f;  // finite, but hi rounds up to inf: lo must be 0, not -inf
   std::vector<uint16_t> hi(136, 0xFFFF), lo(136, 0xFFFF);
   k().to_bf16_split(x.data(), hi.data(), lo.data(), 100, 128);
   for (int j = 0; j < 100; ++j) {
     ASSERT_EQ(hi[j], flashattn::float_to_bf16(x[j])) << j;
     const float h = flashattn::bf16_to_float(hi[j]);
-    const uint16_t want = std::isfinite(x[j]) ? flashattn::float_to_bf16(x[j] - h) : uint16_t{0};
+    const uint16_t want = std::isfinite(h) ? flashattn::float_to_bf16(x[j] - h) : uint16_t{0};
     ASSERT_EQ(lo[j], want) << j;
-    if (std::isfinite(x[j])) ASSERT_LE(std::abs(double(h) + flashattn::bf16_to_float(lo[j]) - x[j]), 1e-5 * std::abs(x[j]));
+    if (std::isfinite(h)) ASSERT_LE(std::abs(double(h) + flashattn::bf16_to_float(lo[j]) - x[j]), 1e-5 * std::abs(x[j]));
   }
   EXPECT_EQ(flashattn::bf16_to_float(lo[7]), 1.00390625f - 1.f);
   for (int j = 100; j < 128; ++j) ASSERT_EQ(hi[j] | lo[j], 0) << j;

@@ -144,7 +144,7 @@ FA_BF16 static inline __attribute__((always_inline)) void store_rounded(__m512 e
   _mm256_mask_storeu_epi16(y, wm, h);
   if constexpr (kLo) {
     const __m512 hv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-    const __mmask16 fin = _mm512_cmp_ps_mask(_mm512_sub_ps(e, e), _mm512_setzero_ps(), _CMP_EQ_OQ);
+    const __mmask16 fin = _mm512_cmp_ps_mask(_mm512_sub_ps(hv, hv), _mm512_setzero_ps(), _CMP_EQ_OQ);
     _mm256_mask_storeu_epi16(lo, wm, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_sub_ps(fin, e, hv)));
   }
 }
@@ -163,7 +163,7 @@ FA_BF16 static inline __attribute__((always_inline)) float exp_sum_rounded(float
     const __mmask16 live = _mm512_cmp_ps_mask(v, ninf, _CMP_NEQ_UQ);
     const __m512 e = _mm512_maskz_mov_ps(live, exp2_poly(_mm512_mul_ps(_mm512_fmsub_ps(v, sc, mv), l2e)));
     sum = _mm512_add_ps(sum, e);
-    store_rounded<kLo>(e, static_cast<__mmask16>(0xFFFF), y + j, lo + j);
+    store_rounded<kLo>(e, static_cast<__mmask16>(0xFFFF), y + j, kLo ? lo + j : nullptr);
     if (keep) _mm512_storeu_ps(x + j, e);
   }
   for (; j < n_pad; j += 16) {  // the tail and the zero padding
@@ -176,7 +176,7 @@ FA_BF16 static inline __attribute__((always_inline)) float exp_sum_rounded(float
     const __m512 e = _mm512_maskz_mov_ps(live, exp2_poly(_mm512_mul_ps(_mm512_fmsub_ps(v, sc, mv), l2e)));
     sum = _mm512_add_ps(sum, e);
     const __mmask16 wm = w >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << w) - 1u);
-    store_rounded<kLo>(e, wm, y + j, lo + j);
+    store_rounded<kLo>(e, wm, y + j, kLo ? lo + j : nullptr);
     if (keep) _mm512_mask_storeu_ps(x + j, t, e);
   }
   return _mm512_reduce_add_ps(sum);
@@ -200,10 +200,12 @@ FA_BF16 static inline __attribute__((always_inline)) void bwd_row16(const BwdTil
   const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
   const __m512 v = _mm512_maskz_loadu_ps(cm, t.s + j * t.ld + c);
   const __m512 y = _mm512_fmsub_ps(v, sc, m);
-  // A masked score (-inf) gives exactly 0 whatever m is (NaN too), as does
-  // m = +inf (a query that saw no key); NaN otherwise stays live and propagates.
-  const __mmask16 live =
-      cm & _mm512_cmp_ps_mask(v, ninf, _CMP_NEQ_UQ) & _mm512_cmp_ps_mask(y, ninf, _CMP_NEQ_UQ);
+  // A masked score (-inf once scaled) gives exactly 0 whatever m is (NaN too),
+  // as does m = +inf (a query that saw no key); NaN otherwise stays live and
+  // propagates. The test is on the scaled score: with a scale <= 0 an inf input
+  // must reach P as inf or NaN, as in fp32.
+  const __mmask16 live = cm & _mm512_cmp_ps_mask(_mm512_mul_ps(v, sc), ninf, _CMP_NEQ_UQ) &
+                         _mm512_cmp_ps_mask(y, ninf, _CMP_NEQ_UQ);
   p = _mm512_maskz_mov_ps(live, exp2_poly(_mm512_mul_ps(y, _mm512_set1_ps(1.44269504088896341f))));
   const __m512 g = _mm512_maskz_loadu_ps(cm, t.dp + j * t.ld + c);
   const __mmask16 nz = _mm512_cmp_ps_mask(p, _mm512_setzero_ps(), _CMP_NEQ_UQ);
@@ -246,8 +248,9 @@ FA_BF16 void to_bf16_split_avx512(const float* x, uint16_t* hi, uint16_t* lo, in
     const __m512 v = _mm512_maskz_loadu_ps(t, x + j);  // zeros past n
     const __m256i h = (__m256i)_mm512_cvtneps_pbh(v);
     const __m512 hv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-    // x - x is 0 exactly when x is finite; inf - inf would make lo NaN.
-    const __mmask16 fin = _mm512_cmp_ps_mask(_mm512_sub_ps(v, v), _mm512_setzero_ps(), _CMP_EQ_OQ);
+    // hi - hi is 0 exactly when hi is finite (x finite, and not rounded up to
+    // inf); otherwise lo would be NaN or -inf.
+    const __mmask16 fin = _mm512_cmp_ps_mask(_mm512_sub_ps(hv, hv), _mm512_setzero_ps(), _CMP_EQ_OQ);
     const __m256i l = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_sub_ps(fin, v, hv));
     const __mmask16 wm = w >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << w) - 1u);
     _mm256_mask_storeu_epi16(hi + j, wm, h);

@@ -93,7 +93,7 @@ struct Kernels {
   // where p is 0), both zero past n and ds zero past `rows` in db. exp to a
   // few fp32 ulp (the operands keep 8 bits). Null where absent.
   void (*bwd_tile_bf16)(const BwdTileBf16& t);
-  // fp32 x split into bf16 hi = bf16(x) and lo = bf16(x - hi) (lo = 0 where x
+  // fp32 x split into bf16 hi = bf16(x) and lo = bf16(x - hi) (lo = 0 where hi
   // is not finite), zero for n <= j < n_pad: hi + lo carries 16 bits of x. The
   // fp16 split forward's probabilities (isa.h). Null where absent.
   void (*to_bf16_split)(const float* x, uint16_t* hi, uint16_t* lo, int64_t n, int64_t n_pad);
