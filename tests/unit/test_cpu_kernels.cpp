@@ -406,9 +406,9 @@ class CpuLevel : public ::testing::TestWithParam<std::tuple<Isa, Case>> {
 TEST_P(CpuLevel, ForwardMatchesReference) { check_forward(std::get<1>(GetParam()), cpu_target()); }
 TEST_P(CpuLevel, BackwardMatchesReference) { check_backward(std::get<1>(GetParam()), cpu_target()); }
 
-// fp16 forward on the bf16 products (isa.h, f16_split) at every level that has
-// them, whether or not it is the level's default; and fp16 widened to fp32 there.
-TEST_P(CpuLevel, ForwardF16SplitAndWidened) {
+// fp16 on the bf16 products (isa.h, f16_split) at every level that has them,
+// whether or not it is the level's default; and fp16 widened to fp32 there.
+TEST_P(CpuLevel, F16SplitAndWidened) {
   const Case& c = std::get<1>(GetParam());
   if (c.dtype != DType::f16) GTEST_SKIP() << "fp16 cases only";
   if (!cpu::f16_split(std::get<0>(GetParam()))) {
@@ -421,6 +421,7 @@ TEST_P(CpuLevel, ForwardF16SplitAndWidened) {
     SCOPED_TRACE(mode ? "split" : "fp32");
     cpu::force_f16_split(mode);
     check_forward(c, cpu_target());
+    check_backward(c, cpu_target());
   }
   cpu::force_f16_split(-1);
 }

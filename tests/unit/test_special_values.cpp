@@ -198,11 +198,11 @@ TEST(NaNPropagation, BackwardConfinedCpu) {
     for (DType dt : kDtypes) check_backward_poison(x, dt, cpu_target());
 }
 
-// The fp16 forward on bf16 pairs (cpu::f16_split, forced on at the levels with
+// fp16 on bf16 pairs (cpu::f16_split, forced on at the levels with
 // bf16 products): an inf keeps its fp32 meaning, so it never meets the zeros of
 // a finite element's low half or of the padding (inf * 0 = NaN), and NaN stays
 // in the rows that read it.
-TEST(NaNPropagation, ForwardF16SplitConfined) {
+TEST(NaNPropagation, F16SplitConfined) {
   bool ran = false;
   for (cpu::Isa isa : {cpu::Isa::avx512_bf16, cpu::Isa::amx}) {
     if (static_cast<int>(isa) > static_cast<int>(cpu::supported_isa())) continue;
@@ -212,6 +212,7 @@ TEST(NaNPropagation, ForwardF16SplitConfined) {
     for (const Poison& x : qk_poisons()) check_forward_poison(x, DType::f16, cpu_target(), Check::leak);
     for (const Poison& x : v_poisons()) check_forward_poison(x, DType::f16, cpu_target(), Check::leak);
     for (const Poison& x : nan_poisons()) check_forward_poison(x, DType::f16, cpu_target(), Check::reach);
+    for (const Poison& x : nan_poisons()) check_backward_poison(x, DType::f16, cpu_target());
     cpu::force_f16_split(-1);
     cpu::reset_forced_isa();
     ran = true;

@@ -112,23 +112,39 @@ inline void wait_step(int& spins) {
   }
 }
 
-template <typename PT>
+// The fp16 split backward's widths (isa.h, f16_split; pack.h, split_row): K and V
+// tiles in 4 head-dim segments (A of S^T, dP^T), K^T in 3 key segments
+// [Kh | Kh | Kl] against dS^T's [hi; lo; hi] (dQ^T), dK and dV accumulators of
+// double width ([P hi | P lo] products summed at the end).
+template <bool kSplit>
+constexpr int64_t kSegsA = kSplit ? 4 : 1;
+template <bool kSplit>
+constexpr int64_t kSegsKt = kSplit ? 3 : 1;
+template <bool kSplit>
+constexpr int64_t kSegsAcc = kSplit ? 2 : 1;
+
+template <typename PT, bool kSplit = false>
 struct BwdScratch {
   // Per key tile of the group: A operands K and V (of S^T, dP^T), K^T (of dQ^T),
   // and the fp32 dK, dV accumulators.
   std::vector<PT> k, v, kt;
   std::vector<float> dk, dv;
   std::vector<PT> pa, da;    // P^T and dS^T rounded to bf16, row-major (bf16 only)
+  std::vector<PT> pl, dl;    // their low halves (split only)
   std::vector<PT> db;        // dS^T rounded to bf16 as a B operand (bf16 only)
   std::vector<float> s, dp, tanh, lse, d, row, f;
   std::vector<float> dqsum;  // one dQ^T block, summed over chains
+  std::vector<float> dst3;   // split, dropout / softcap: dS^T as [hi; lo; hi] rows for the B operand
   int64_t ke, ve, kte, dke, dve;  // elements per key tile
   BwdScratch(int64_t dqk, int64_t dv_, int64_t group)
       : pa(sizeof(PT) == 2 ? kLd * kLd : 0), da(sizeof(PT) == 2 ? kLd * kLd : 0),
-        db(sizeof(PT) == 2 ? kLd * kLd : 0), s(kLd * kLd), dp(kLd * kLd), tanh(kLd * kLd), lse(kLd),
-        d(kLd), row(std::max(dqk, dv_)), f(kLd * std::max(dqk, dv_)), dqsum(dqk * kLd) {
-    ke = kLd * padded<PT>(dqk), ve = kLd * padded<PT>(dv_), kte = padded<PT>(dqk) * kLd;
-    dke = kLd * padded<PT>(dqk), dve = kLd * padded<PT>(dv_);
+        pl(kSplit ? kLd * kLd : 0), dl(kSplit ? kLd * kLd : 0),
+        db(sizeof(PT) == 2 ? kSegsKt<kSplit> * kLd * kLd : 0), s(kLd * kLd), dp(kLd * kLd), tanh(kLd * kLd),
+        lse(kLd), d(kLd), row(3 * std::max(padded<PT>(dqk), padded<PT>(dv_))), f(kLd * std::max(dqk, dv_)),
+        dqsum(dqk * kLd), dst3(kSplit ? 3 * kLd * kLd : 0) {
+    ke = kLd * padded<PT>(dqk) * kSegsA<kSplit>, ve = kLd * padded<PT>(dv_) * kSegsA<kSplit>;
+    kte = padded<PT>(dqk) * kLd * kSegsKt<kSplit>;
+    dke = kLd * padded<PT>(dqk) * kSegsAcc<kSplit>, dve = kLd * padded<PT>(dv_) * kSegsAcc<kSplit>;
     k.resize(group * ke), v.resize(group * ve), kt.resize(group * kte);
     dk.resize(group * dke), dv.resize(group * dve);
   }
@@ -139,9 +155,11 @@ struct BwdScratch {
   float* dv_at(int64_t i) { return dv.data() + i * dve; }
 };
 
-template <typename Elem, typename PT>
+template <typename Elem, typename PT, bool kSplit = false>
 struct Backward {
   static constexpr bool kBf16 = sizeof(PT) == 2;
+  static_assert(!kSplit || (kBf16 && std::is_same_v<Elem, F16>), "the split pipeline is fp16 on bf16 products");
+  using Scratch = BwdScratch<PT, kSplit>;
   const BwdParams& p;
   const Kernels& k;
   DropoutRng rng;
@@ -189,10 +207,10 @@ struct Backward {
     const int64_t rows = p.is_varlen() ? p.total_q : p.batch * p.seqlen_q;
     dvec.assign(static_cast<size_t>(p.heads_q * rows), 0.f);
     const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v, hq = p.heads_q, hkv = p.heads_kv;
-    plan_pack(q_t, p, true, hq, dqk, PackKind::transposed);
-    plan_pack(do_t, p, true, hq, dv, PackKind::transposed);
-    plan_pack(q_n, p, true, hq, dqk, PackKind::natural);
-    plan_pack(do_n, p, true, hq, dv, PackKind::natural);
+    plan_pack(q_t, p, true, hq, dqk, PackKind::transposed, kSegsA<kSplit>, &k);
+    plan_pack(do_t, p, true, hq, dv, PackKind::transposed, kSegsA<kSplit>, &k);
+    plan_pack(q_n, p, true, hq, dqk, PackKind::natural, kSegsAcc<kSplit>, &k);
+    plan_pack(do_n, p, true, hq, dv, PackKind::natural, kSegsAcc<kSplit>, &k);
     const int nt = thread_count(p);
     const int64_t n_kt = ceil_div(p.seqlen_k, kBlockK);
     group = group_tiles(padded<PT>(dqk), padded<PT>(dv));
@@ -213,7 +231,7 @@ struct Backward {
     std::atomic<int64_t> next_item{0};
 #pragma omp parallel num_threads(nt)
     {
-      BwdScratch<PT> w(dqk, dv, group);
+      Scratch w(dqk, dv, group);
 #pragma omp for schedule(dynamic, 1)
       for (int64_t t = 0; t < p.batch * hq * n_qt; ++t)
         row_dots(t / n_qt / hq, t / n_qt % hq, t % n_qt, w);
@@ -251,7 +269,7 @@ struct Backward {
   // Loads lse and d for rows [r0, r0+nr). A row that saw no key has lse = -inf;
   // +inf makes every p of it exp(-inf) = 0 instead of exp(-inf - -inf) = NaN.
   void load_row_stats(const SeqLen& sl, int64_t b, int64_t h, int64_t r0, int64_t nr,
-                      BwdScratch<PT>& w) const {
+                      Scratch& w) const {
     for (int64_t r = 0; r < nr; ++r) {
       const float l = p.lse[sl.lse_index(p, b, h, r0 + r)];
       w.lse[r] = l == kNegInf ? -kNegInf : l;
@@ -260,7 +278,7 @@ struct Backward {
   }
 
   // Pass 0: d_i = dO_i . O_i.
-  void row_dots(int64_t b, int64_t h, int64_t qt, BwdScratch<PT>& w) {
+  void row_dots(int64_t b, int64_t h, int64_t qt, Scratch& w) {
     const SeqLen sl(p, b);
     const int64_t r0 = qt * kBlockQ;
     if (r0 >= sl.seqlen_q) return;
@@ -276,10 +294,11 @@ struct Backward {
   // K^T of keys [c0, c0+nc) as the A operand of dQ^T += K^T dS^T ([dqk_p][kLd],
   // zero-padded), with NaN/inf stored as 0: they are added back separately so
   // they reach only the rows that see their key (pack.h).
-  bool load_kt(const SeqLen& sl, int64_t b, int64_t hk, int64_t c0, int64_t nc, PT* kt,
-               BwdScratch<PT>& w) const {
-    const int64_t dqk = p.head_dim_qk, dqk_p = padded<PT>(dqk);
-    std::fill(kt, kt + dqk_p * kLd, PT{});
+  // Split: [dqk_p][3 kLd], each row's keys as [hi | hi | lo] over 3 mc columns.
+  bool load_kt(const SeqLen& sl, int64_t b, int64_t hk, int64_t c0, int64_t nc, int64_t mc, PT* kt,
+               Scratch& w) const {
+    const int64_t dqk = p.head_dim_qk, dqk_p = padded<PT>(dqk), ld = kLd * kSegsKt<kSplit>;
+    std::fill(kt, kt + dqk_p * ld, PT{});
     bool finite = true;
     for (int64_t j = 0; j < nc; ++j) {
       load_row<Elem>(p.k, sl.k_row(b, p.k_batch_stride, p.k_row_stride, p.k_head_stride, hk, c0 + j), dqk,
@@ -288,7 +307,14 @@ struct Backward {
         const float x = w.row[c];
         const bool ok = x - x == 0.f;
         finite = finite && ok;
-        kt[c * kLd + j] = ok ? to_packed<PT>(x) : PT{};
+        if constexpr (kSplit) {
+          if (!ok) continue;
+          const uint16_t hi = float_to_bf16(x);
+          kt[c * ld + j] = kt[c * ld + mc + j] = hi;
+          kt[c * ld + 2 * mc + j] = float_to_bf16(x - bf16_to_float(hi));  // exact: x is an fp16 number
+        } else {
+          kt[c * ld + j] = ok ? to_packed<PT>(x) : PT{};
+        }
       }
     }
     return finite;
@@ -338,7 +364,7 @@ struct Backward {
 
   // Pass 1: dK, dV of the key groups of run r of kv head hk, and their share
   // of dQ for every query head of the group.
-  void key_item(int64_t b, int64_t hk, int64_t r, BwdScratch<PT>& w) const {
+  void key_item(int64_t b, int64_t hk, int64_t r, Scratch& w) const {
     const SeqLen sl(p, b);
     for (int64_t g = run_first(r); g < run_end(r) && group_first_tile(g) * kBlockK < sl.seqlen_k; ++g)
       key_group(sl, b, hk, g, w);
@@ -349,7 +375,7 @@ struct Backward {
   // kept 16 threads from scaling), while the group's K, V and dK, dV stay in L2.
   // dK/dV sum by head, then query tile, then key tile order; dQ^T by key tile
   // within its chain: the bits do not depend on the threads.
-  void key_group(const SeqLen& sl, int64_t b, int64_t hk, int64_t g, BwdScratch<PT>& w) const {
+  void key_group(const SeqLen& sl, int64_t b, int64_t hk, int64_t g, Scratch& w) const {
     const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v;
     const int64_t dqk_p = padded<PT>(dqk), dv_p = padded<PT>(dv);
     const Mask mask(sl.seqlen_q, sl.seqlen_k, p.window_left, p.window_right);
@@ -357,11 +383,16 @@ struct Backward {
     const int64_t n = pl.n;
     for (int64_t i = 0; i < n; ++i) {
       KeyTile& t = pl.t[i];
-      std::fill(w.dk_at(i), w.dk_at(i) + t.mc * dqk_p, 0.f);
-      std::fill(w.dv_at(i), w.dv_at(i) + t.mc * dv_p, 0.f);
-      load_a_tile<Elem>(kv, sl, false, b, hk, t.c0, t.nc, t.mc, dqk, dqk_p, w.k_at(i), w.row.data());
-      load_a_tile<Elem>(vv, sl, false, b, hk, t.c0, t.nc, t.mc, dv, dv_p, w.v_at(i), w.row.data());
-      t.k_finite = load_kt(sl, b, hk, t.c0, t.nc, w.kt_at(i), w);
+      std::fill(w.dk_at(i), w.dk_at(i) + t.mc * dqk_p * kSegsAcc<kSplit>, 0.f);
+      std::fill(w.dv_at(i), w.dv_at(i) + t.mc * dv_p * kSegsAcc<kSplit>, 0.f);
+      if constexpr (kSplit) {
+        load_split_rows(k, kv, sl, false, b, hk, t.c0, t.nc, t.mc, dqk, dqk_p, w.k_at(i), w.row.data());
+        load_split_rows(k, vv, sl, false, b, hk, t.c0, t.nc, t.mc, dv, dv_p, w.v_at(i), w.row.data());
+      } else {
+        load_a_tile<Elem>(kv, sl, false, b, hk, t.c0, t.nc, t.mc, dqk, dqk_p, w.k_at(i), w.row.data());
+        load_a_tile<Elem>(vv, sl, false, b, hk, t.c0, t.nc, t.mc, dv, dv_p, w.v_at(i), w.row.data());
+      }
+      t.k_finite = load_kt(sl, b, hk, t.c0, t.nc, t.mc, w.kt_at(i), w);
     }
     for (int64_t h = hk * p.group_size(); h < (hk + 1) * p.group_size(); ++h) {
       const ScoreContext ctx(p, sl, b, h, rng);
@@ -382,10 +413,18 @@ struct Backward {
       }
     }
     for (int64_t i = 0; i < n; ++i) {
+      if constexpr (kSplit) {  // the accumulators' halves: P hi [dO hi | dO lo] + P lo dO hi
+        for (int64_t j = 0; j < pl.t[i].nc; ++j) {
+          float* dkr = w.dk_at(i) + j * 2 * dqk_p;
+          float* dvr = w.dv_at(i) + j * 2 * dv_p;
+          for (int64_t c = 0; c < dqk; ++c) dkr[c] += dkr[dqk_p + c];
+          for (int64_t c = 0; c < dv; ++c) dvr[c] += dvr[dv_p + c];
+        }
+      }
       store_tile<Elem>(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, sl, false, b, hk,
-                       pl.t[i].c0, pl.t[i].nc, dqk, w.dk_at(i), dqk_p);
+                       pl.t[i].c0, pl.t[i].nc, dqk, w.dk_at(i), dqk_p * kSegsAcc<kSplit>);
       store_tile<Elem>(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, sl, false, b, hk,
-                       pl.t[i].c0, pl.t[i].nc, dv, w.dv_at(i), dv_p);
+                       pl.t[i].c0, pl.t[i].nc, dv, w.dv_at(i), dv_p * kSegsAcc<kSplit>);
     }
   }
 
@@ -393,7 +432,7 @@ struct Backward {
   // and softcap (the path of fp32, and of bf16 where the one-pass kernel does
   // not apply). S^T is scaled already unless `plain`.
   void elementwise(const ScoreContext& ctx, bool plain, int64_t r0, int64_t nr, int64_t c0, int64_t nc,
-                   const float* tanh_buf, BwdScratch<PT>& w) const {
+                   const float* tanh_buf, Scratch& w) const {
     float* st = w.s.data();
     float* dpt = w.dp.data();
     for (int64_t j = 0; j < nc; ++j) {
@@ -409,9 +448,30 @@ struct Backward {
         for (int64_t r = 0; r < nr; ++r) dpt[j * kLd + r] *= 1.f - tanh_buf[j * kLd + r] * tanh_buf[j * kLd + r];
   }
 
+  // Split, after elementwise(): P^T and dS^T as bf16 pairs (A operands) and dS^T
+  // as the [hi; lo; hi] B operand of dQ^T, from the fp32 tiles (dS^T's padded
+  // columns zeroed by the caller).
+  void split_operands(int64_t nc, int64_t mc, int64_t nr, int64_t nr_p, Scratch& w) const {
+    const float* st = w.s.data();
+    const float* dpt = w.dp.data();
+    float* t3 = w.dst3.data();  // [3 mc][kLd]
+    std::fill(t3, t3 + 3 * mc * kLd, 0.f);
+    for (int64_t j = 0; j < nc; ++j) {
+      k.to_bf16_split(st + j * kLd, w.pa.data() + j * kLd, w.pl.data() + j * kLd, nr, nr_p);
+      k.to_bf16_split(dpt + j * kLd, w.da.data() + j * kLd, w.dl.data() + j * kLd, nr, nr_p);
+      for (int64_t r = 0; r < nr_p; ++r) {
+        const float x = dpt[j * kLd + r];
+        const float h = bf16_to_float(w.da[j * kLd + r]);
+        t3[j * kLd + r] = t3[(2 * mc + j) * kLd + r] = x;
+        t3[(mc + j) * kLd + r] = h - h == 0.f ? x - h : 0.f;
+      }
+    }
+    k.to_bf16_vnni(t3, kLd, 3 * mc, 3 * mc, nr_p, w.db.data());
+  }
+
   // The five products of query tile qt of head h and key tile t (group slot i).
   void key_pair(const ScoreContext& ctx, const SeqLen& sl, int64_t b, int64_t h, int64_t hk, int64_t qt,
-                const KeyTile& t, int64_t i, float* dq_cols, BwdScratch<PT>& w) const {
+                const KeyTile& t, int64_t i, float* dq_cols, Scratch& w) const {
     const int64_t c0 = t.c0, nc = t.nc, mc = t.mc;
     const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v;
     const int64_t dqk_p = padded<PT>(dqk), dv_p = padded<PT>(dv);
@@ -421,8 +481,9 @@ struct Backward {
     float* dvv = w.dv_at(i);
     float* st = w.s.data();
     float* dpt = w.dp.data();
-    product(mc, nr_p, dqk_p, w.k_at(i), dqk_p, q_t.tile(b, h, qt), q_t.ld(b), st, kLd, false);
-    product(mc, nr_p, dv_p, w.v_at(i), dv_p, do_t.tile(b, h, qt), do_t.ld(b), dpt, kLd, false);
+    constexpr int64_t sa = kSegsA<kSplit>, sacc = kSegsAcc<kSplit>;
+    product(mc, nr_p, sa * dqk_p, w.k_at(i), sa * dqk_p, q_t.tile(b, h, qt), q_t.ld(b), st, kLd, false);
+    product(mc, nr_p, sa * dv_p, w.v_at(i), sa * dv_p, do_t.tile(b, h, qt), do_t.ld(b), dpt, kLd, false);
     // P^T and dS^T (times the softmax scale), row j holding key c0 + j.
     const bool plain = ctx.softcap <= 0.f && !ctx.alibi && mask.tile_full(r0, r0 + nr, c0, c0 + nc);
     if (!plain) {
@@ -438,16 +499,22 @@ struct Backward {
         // fp32 P and dS are kept only for the rare non-finite corrections.
         const bool keep = !do_n.tile_finite(b, h, qt) || !q_n.tile_finite(b, h, qt) || !t.k_finite;
         k.bwd_tile_bf16({st, dpt, kLd, nc, mc, nr, nr_p, w.lse.data(), w.d.data(), plain ? p.softmax_scale : 1.f,
-                         p.softmax_scale, w.pa.data(), w.da.data(), w.db.data(), keep});
+                         p.softmax_scale, w.pa.data(), w.da.data(), w.db.data(), keep,
+                         kSplit ? w.pl.data() : nullptr, kSplit ? w.dl.data() : nullptr});
         pa = w.pa.data(), da = w.da.data();
       } else {
         elementwise(ctx, plain, r0, nr, c0, nc, tanh_buf, w);
-        pa = round_rows(st, w.pa.data(), nc, nr, nr_p);
-        da = round_rows(dpt, w.da.data(), nc, nr, nr_p);
         // The padded columns belong to rows this key tile may not see: zero.
         if (nr < nr_p)
           for (int64_t j = 0; j < nc; ++j) std::fill(dpt + j * kLd + nr, dpt + j * kLd + nr_p, 0.f);
-        k.to_bf16_vnni(dpt, kLd, nc, mc, nr_p, w.db.data());
+        if constexpr (kSplit) {
+          split_operands(nc, mc, nr, nr_p, w);
+        } else {
+          round_rows(st, w.pa.data(), nc, nr, nr_p);
+          round_rows(dpt, w.da.data(), nc, nr, nr_p);
+          k.to_bf16_vnni(dpt, kLd, nc, mc, nr_p, w.db.data());
+        }
+        pa = w.pa.data(), da = w.da.data();
       }
     } else {
       elementwise(ctx, plain, r0, nr, c0, nc, tanh_buf, w);
@@ -455,21 +522,28 @@ struct Backward {
     }
     // dV += P^T dO, dK += dS^T Q; NaN/inf in dO or Q reach only the keys
     // their rows see (pack.h).
-    product(mc, dv_p, nr_p, pa, kLd, do_n.tile(b, h, qt), do_n.ld(b), dvv, dv_p, true);
+    // Split: P hi [dO hi | dO lo] into both halves of dV's row, P lo dO hi into
+    // the first (the halves are summed when stored); dK alike.
+    product(mc, sacc * dv_p, nr_p, pa, kLd, do_n.tile(b, h, qt), do_n.ld(b), dvv, sacc * dv_p, true);
+    if constexpr (kSplit) product(mc, dv_p, nr_p, w.pl.data(), kLd, do_n.tile(b, h, qt), do_n.ld(b), dvv, 2 * dv_p, true);
     if (!do_n.tile_finite(b, h, qt))
-      add_nonfinite<Elem>(dov, sl, true, b, h, r0, nr, dv, st, kLd, nc, dvv, dv_p, w.row.data());
-    product(mc, dqk_p, nr_p, da, kLd, q_n.tile(b, h, qt), q_n.ld(b), dk, dqk_p, true);
+      add_nonfinite<Elem>(dov, sl, true, b, h, r0, nr, dv, st, kLd, nc, dvv, sacc * dv_p, w.row.data());
+    product(mc, sacc * dqk_p, nr_p, da, kLd, q_n.tile(b, h, qt), q_n.ld(b), dk, sacc * dqk_p, true);
+    if constexpr (kSplit) product(mc, dqk_p, nr_p, w.dl.data(), kLd, q_n.tile(b, h, qt), q_n.ld(b), dk, 2 * dqk_p, true);
     if (!q_n.tile_finite(b, h, qt))
-      add_nonfinite<Elem>(qv, sl, true, b, h, r0, nr, dqk, dpt, kLd, nc, dk, dqk_p, w.row.data());
-    // dQ^T += K^T dS^T, into this chain's block of this query tile.
-    if constexpr (kBf16) product(dqk_p, nr_p, mc, w.kt_at(i), kLd, w.db.data(), mc * 16, dq_cols, kLd, true);
+      add_nonfinite<Elem>(qv, sl, true, b, h, r0, nr, dqk, dpt, kLd, nc, dk, sacc * dqk_p, w.row.data());
+    // dQ^T += K^T dS^T, into this chain's block of this query tile (split:
+    // [Kh | Kh | Kl] against [dS hi; dS lo; dS hi] over 3 mc keys).
+    constexpr int64_t skt = kSegsKt<kSplit>;
+    if constexpr (kBf16)
+      product(dqk_p, nr_p, skt * mc, w.kt_at(i), skt * kLd, w.db.data(), skt * mc * 16, dq_cols, kLd, true);
     else product(dqk, nr, nc, w.kt_at(i), kLd, dpt, kLd, dq_cols, kLd, true);
     if (!t.k_finite) add_nonfinite_kt(sl, b, hk, c0, nc, nr, dpt, dq_cols, w);
   }
 
   // dQ^T[c][i] += dS^T[j][i] * k[j][c] for the non-finite k[j][c] and dS^T != 0.
   void add_nonfinite_kt(const SeqLen& sl, int64_t b, int64_t hk, int64_t c0, int64_t nc, int64_t nr,
-                        const float* dst, float* dq_cols, BwdScratch<PT>& w) const {
+                        const float* dst, float* dq_cols, Scratch& w) const {
     const int64_t dqk = p.head_dim_qk;
     for (int64_t j = 0; j < nc; ++j) {
       load_row<Elem>(p.k, sl.k_row(b, p.k_batch_stride, p.k_row_stride, p.k_head_stride, hk, c0 + j), dqk,
@@ -485,7 +559,7 @@ struct Backward {
 
   // Pass 2: dQ of query rows [r0, r0+nr) of head h: its dQ^T block (0 where no
   // key is seen), transposed.
-  void store_dq(int64_t b, int64_t h, int64_t qt, BwdScratch<PT>& w) const {
+  void store_dq(int64_t b, int64_t h, int64_t qt, Scratch& w) const {
     const SeqLen sl(p, b);
     const int64_t r0 = qt * kBlockQ;
     if (r0 >= sl.seqlen_q) return;
@@ -522,6 +596,12 @@ void cpu_backward(const BwdParams& p) {
   const cpu::Kernels& k = cpu::active_kernels();
   with_elem(p.dtype, [&](auto e) {
     using Elem = decltype(e);
+    if constexpr (std::is_same_v<Elem, F16>) {
+      if (k.gemm_bf16 != nullptr && k.to_bf16_split != nullptr && cpu::f16_split(k.isa)) {
+        cpu::Backward<Elem, uint16_t, true>(p, k).run();
+        return;
+      }
+    }
     if (std::is_same_v<Elem, BF16> && k.gemm_bf16 != nullptr)
       cpu::Backward<Elem, uint16_t>(p, k).run();
     else

@@ -170,7 +170,7 @@ struct Forward {
 
     // The query tile, zero-padded to the product's shape. The scale is applied
     // to the fp32 scores, so bf16 queries are multiplied as given.
-    if constexpr (kSplit) load_q_split(k, qv, sl, b, h, r0, nr, mr, dqk, dqk_p, w.q.data(), w.row.data());
+    if constexpr (kSplit) load_split_rows(k, qv, sl, true, b, h, r0, nr, mr, dqk, dqk_p, w.q.data(), w.row.data());
     else load_a_tile<Elem>(qv, sl, true, b, h, r0, nr, mr, dqk, dqk_p, w.q.data(), w.row.data());
     std::fill(w.o.begin(), w.o.begin() + mr * o_w, 0.f);
     std::fill(w.m.begin(), w.m.end(), kNegInf);

@@ -242,15 +242,17 @@ void load_a_tile(const HeadView& src, const SeqLen& sl, bool q_side, int64_t b, 
   }
 }
 
-// The fp16 split forward's query tile: rows as split_row's `query` form
-// ([rows_p][4 dp], zero-padded); tmp holds dim floats.
-inline void load_q_split(const Kernels& k, const HeadView& src, const SeqLen& sl, int64_t b, int64_t h,
-                         int64_t row0, int64_t rows, int64_t rows_p, int64_t dim, int64_t dp, uint16_t* dst,
-                         float* tmp) {
+// An A operand of the fp16 split's Q K^T (the forward's query tile; the
+// backward's K and V tiles): rows as split_row's `query` form ([rows_p][4 dp],
+// zero-padded); tmp holds dim floats.
+inline void load_split_rows(const Kernels& k, const HeadView& src, const SeqLen& sl, bool q_side, int64_t b,
+                            int64_t h, int64_t row0, int64_t rows, int64_t rows_p, int64_t dim, int64_t dp,
+                            uint16_t* dst, float* tmp) {
   for (int64_t r = 0; r < rows_p; ++r) {
     uint16_t* d = dst + r * 4 * dp;
     if (r < rows) {
-      const int64_t off = sl.q_row(b, src.batch_stride, src.row_stride, src.head_stride, h, row0 + r);
+      const int64_t off = q_side ? sl.q_row(b, src.batch_stride, src.row_stride, src.head_stride, h, row0 + r)
+                                 : sl.k_row(b, src.batch_stride, src.row_stride, src.head_stride, h, row0 + r);
       split_row(k, static_cast<const uint16_t*>(src.base) + off, dim, dp, SplitRow::query, d, tmp);
     } else {
       std::fill(d, d + 4 * dp, uint16_t{0});

@@ -192,6 +192,14 @@ FA_BF16 float exp_sum_split_avx512(float* x, int64_t n, float scale, float m, ui
   return exp_sum_rounded<true>(x, n, scale, m, hi, lo, n_pad, keep);
 }
 
+// x - bf16(x): the low half of the split (0 where bf16(x) is not finite).
+FA_BF16 static inline __attribute__((always_inline)) __m512 bf16_rest(__m512 x) {
+  const __m256i h = (__m256i)_mm512_cvtneps_pbh(x);
+  const __m512 hv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  const __mmask16 fin = _mm512_cmp_ps_mask(_mm512_sub_ps(hv, hv), _mm512_setzero_ps(), _CMP_EQ_OQ);
+  return _mm512_maskz_sub_ps(fin, x, hv);
+}
+
 // One row's 16 queries of a backward tile pair: p and ds (0 outside `live`).
 FA_BF16 static inline __attribute__((always_inline)) void bwd_row16(const BwdTileBf16& t, int64_t j, int64_t c,
                                                                      __mmask16 cm, __m512 m, __m512 d,
@@ -212,6 +220,10 @@ FA_BF16 static inline __attribute__((always_inline)) void bwd_row16(const BwdTil
   ds = _mm512_maskz_mul_ps(nz, _mm512_mul_ps(p, _mm512_sub_ps(g, d)), sds);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(t.pa + j * t.ld + c), (__m256i)_mm512_cvtneps_pbh(p));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(t.da + j * t.ld + c), (__m256i)_mm512_cvtneps_pbh(ds));
+  if (t.pa_lo != nullptr) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(t.pa_lo + j * t.ld + c), (__m256i)_mm512_cvtneps_pbh(bf16_rest(p)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(t.da_lo + j * t.ld + c), (__m256i)_mm512_cvtneps_pbh(bf16_rest(ds)));
+  }
   if (t.keep) {
     _mm512_mask_storeu_ps(t.s + j * t.ld + c, cm, p);
     _mm512_mask_storeu_ps(t.dp + j * t.ld + c, cm, ds);
@@ -228,13 +240,20 @@ FA_BF16 void bwd_tile_bf16_avx512(const BwdTileBf16& t) {
                          : left <= 0 ? static_cast<__mmask16>(0)
                                      : static_cast<__mmask16>((1u << left) - 1u);
     const __m512 m = _mm512_maskz_loadu_ps(cm, t.m + c), d = _mm512_maskz_loadu_ps(cm, t.d + c);
-    uint16_t* panel = t.db + (c / kPanel) * t.rows_p * kPanel;
+    const bool split = t.pa_lo != nullptr;
+    const int64_t seg = t.rows_p * kPanel;  // one segment of a panel
+    uint16_t* panel = t.db + (c / kPanel) * (split ? 3 : 1) * seg;
     for (int64_t j = 0; j < t.rows_p; j += 2) {
       __m512 p, ds0 = _mm512_setzero_ps(), ds1 = _mm512_setzero_ps();
       if (j < t.rows) bwd_row16(t, j, c, cm, m, d, p, ds0);
       if (j + 1 < t.rows) bwd_row16(t, j + 1, c, cm, m, d, p, ds1);
-      const __m512i pair = (__m512i)_mm512_cvtne2ps_pbh(ds1, ds0);
-      _mm512_storeu_si512(panel + j * kPanel, _mm512_permutexvar_epi16(idx, pair));
+      const __m512i pair = _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(ds1, ds0));
+      _mm512_storeu_si512(panel + j * kPanel, pair);
+      if (split) {  // segments [dS hi; dS lo; dS hi]
+        const __m512i rest = (__m512i)_mm512_cvtne2ps_pbh(bf16_rest(ds1), bf16_rest(ds0));
+        _mm512_storeu_si512(panel + seg + j * kPanel, _mm512_permutexvar_epi16(idx, rest));
+        _mm512_storeu_si512(panel + 2 * seg + j * kPanel, pair);
+      }
     }
   }
 }

@@ -23,12 +23,14 @@ const char* isa_name(Isa isa);
 void force_isa(Isa isa);
 void reset_forced_isa();
 
-// fp16 forward on the bf16 products ("split"): an fp16 number is exactly the sum
-// of two bf16 numbers, hi + lo, so Q K^T is four bf16 products (each exact in
-// fp32, as fp32's are) and P V three (P kept to 16 bits) in place of one fp32
-// product each. The default on amx only, where AMX runs these several times
-// faster than fp32 FMA; elsewhere fp16 is widened to fp32. FLASHATTN_CPU_F16=split|fp32
-// overrides the default at levels with bf16 products (amx, avx512_bf16).
+// fp16 on the bf16 products ("split", the tiled forward and the backward): an
+// fp16 number is exactly the sum of two bf16 numbers, hi + lo, so Q K^T and
+// dO V^T are four bf16 products each (each exact in fp32, as fp32's are) and
+// the products with P or dS three (P and dS kept to 16 bits) in place of one
+// fp32 product. The default on amx only, where AMX runs these several times
+// faster than fp32 FMA; elsewhere fp16 is widened to fp32 (and always on the
+// decoding path). FLASHATTN_CPU_F16=split|fp32 overrides the default at levels
+// with bf16 products (amx, avx512_bf16).
 bool f16_split(Isa isa);
 // For tests: 1 forces split, 0 fp32, -1 the default again.
 void force_f16_split(int mode);
