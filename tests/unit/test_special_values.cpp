@@ -220,6 +220,44 @@ TEST(NaNPropagation, F16SplitConfined) {
   if (!ran) GTEST_SKIP() << "no bf16 products on this CPU";
 }
 
+// The split backward's gradients are non-finite exactly where, and as, the
+// widened (fp32) backward's are, for inf and NaN in q, k and v: an inf dS or P
+// must never meet the zero low half of a finite operand (inf * 0 = NaN).
+TEST(NaNPropagation, F16SplitBackwardMatchesWidenedNonFinite) {
+  bool ran = false;
+  for (cpu::Isa isa : {cpu::Isa::avx512_bf16, cpu::Isa::amx}) {
+    if (static_cast<int>(isa) > static_cast<int>(cpu::supported_isa())) continue;
+    SCOPED_TRACE(cpu::isa_name(isa));
+    cpu::force_isa(isa);
+    std::vector<Poison> all = qk_poisons();
+    for (const Poison& x : v_poisons()) all.push_back(x);
+    all.push_back({Where::v, 0, 39, 0, 5, kInf});
+    all.push_back({Where::v, 1, 20, 0, 2, -kInf});
+    for (const Poison& x : all) {
+      SCOPED_TRACE(::testing::Message() << where_name(x.where) << "[b=" << x.b << ", row=" << x.row
+                                        << ", col=" << x.col << "] = " << x.value);
+      Problem p = make_problem(poison_case(DType::f16));
+      apply(p, x);
+      BwdResult g[2];
+      for (int mode : {0, 1}) {
+        cpu::force_f16_split(mode);
+        const FwdResult f = run_forward(p, cpu_target());
+        g[mode] = run_backward(p, cpu_target(), f);
+      }
+      cpu::force_f16_split(-1);
+      const auto cls = [](double v) { return std::isnan(v) ? 2 : std::isinf(v) ? (v > 0 ? 3 : 4) : 0; };
+      int64_t differ = 0;
+      for (const auto& [a, b] : {std::pair{&g[0].dq, &g[1].dq}, std::pair{&g[0].dk, &g[1].dk},
+                                 std::pair{&g[0].dv, &g[1].dv}})
+        for (int64_t e = 0; e < a->numel(); ++e) differ += cls(a->get(e)) != cls(b->get(e));
+      EXPECT_EQ(differ, 0) << "gradient elements whose NaN / inf differ from the widened backward's";
+    }
+    cpu::reset_forced_isa();
+    ran = true;
+  }
+  if (!ran) GTEST_SKIP() << "no bf16 products on this CPU";
+}
+
 // q = k = 0: every visible key gets the same weight. out_i = mean of the visible
 // v_j, lse_i = log(number of visible keys).
 TEST(ZeroInputs, UniformSoftmax) {

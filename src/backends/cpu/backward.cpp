@@ -114,7 +114,7 @@ inline void wait_step(int& spins) {
 
 // The fp16 split backward's widths (isa.h, f16_split; pack.h, split_row): K and V
 // tiles in 4 head-dim segments (A of S^T, dP^T), K^T in 3 key segments
-// [Kh | Kh | Kl] against dS^T's [hi; lo; hi] (dQ^T), dK and dV accumulators of
+// [Kh | Kh | Kl] against dS^T's [hi; lo; hf] (dQ^T), dK and dV accumulators of
 // double width ([P hi | P lo] products summed at the end).
 template <bool kSplit>
 constexpr int64_t kSegsA = kSplit ? 4 : 1;
@@ -131,14 +131,15 @@ struct BwdScratch {
   std::vector<float> dk, dv;
   std::vector<PT> pa, da;    // P^T and dS^T rounded to bf16, row-major (bf16 only)
   std::vector<PT> pl, dl;    // their low halves (split only)
+  std::vector<PT> df;        // dS^T's high half, non-finite values zeroed (split only)
   std::vector<PT> db;        // dS^T rounded to bf16 as a B operand (bf16 only)
   std::vector<float> s, dp, tanh, lse, d, row, f;
   std::vector<float> dqsum;  // one dQ^T block, summed over chains
-  std::vector<float> dst3;   // split, dropout / softcap: dS^T as [hi; lo; hi] rows for the B operand
+  std::vector<float> dst3;   // split, dropout / softcap: dS^T as [hi; lo; hf] rows for the B operand
   int64_t ke, ve, kte, dke, dve;  // elements per key tile
   BwdScratch(int64_t dqk, int64_t dv_, int64_t group)
       : pa(sizeof(PT) == 2 ? kLd * kLd : 0), da(sizeof(PT) == 2 ? kLd * kLd : 0),
-        pl(kSplit ? kLd * kLd : 0), dl(kSplit ? kLd * kLd : 0),
+        pl(kSplit ? kLd * kLd : 0), dl(kSplit ? kLd * kLd : 0), df(kSplit ? kLd * kLd : 0),
         db(sizeof(PT) == 2 ? kSegsKt<kSplit> * kLd * kLd : 0), s(kLd * kLd), dp(kLd * kLd), tanh(kLd * kLd),
         lse(kLd), d(kLd), row(3 * std::max(padded<PT>(dqk), padded<PT>(dv_))), f(kLd * std::max(dqk, dv_)),
         dqsum(dqk * kLd), dst3(kSplit ? 3 * kLd * kLd : 0) {
@@ -448,9 +449,9 @@ struct Backward {
         for (int64_t r = 0; r < nr; ++r) dpt[j * kLd + r] *= 1.f - tanh_buf[j * kLd + r] * tanh_buf[j * kLd + r];
   }
 
-  // Split, after elementwise(): P^T and dS^T as bf16 pairs (A operands) and dS^T
-  // as the [hi; lo; hi] B operand of dQ^T, from the fp32 tiles (dS^T's padded
-  // columns zeroed by the caller).
+  // Split, after elementwise(): P^T and dS^T as bf16 pairs (A operands, with
+  // dS^T's finite high half) and dS^T as the [hi; lo; hf] B operand of dQ^T, from
+  // the fp32 tiles (dS^T's padded columns zeroed by the caller).
   void split_operands(int64_t nc, int64_t mc, int64_t nr, int64_t nr_p, Scratch& w) const {
     const float* st = w.s.data();
     const float* dpt = w.dp.data();
@@ -462,8 +463,11 @@ struct Backward {
       for (int64_t r = 0; r < nr_p; ++r) {
         const float x = dpt[j * kLd + r];
         const float h = bf16_to_float(w.da[j * kLd + r]);
-        t3[j * kLd + r] = t3[(2 * mc + j) * kLd + r] = x;
-        t3[(mc + j) * kLd + r] = h - h == 0.f ? x - h : 0.f;
+        const bool fin = h - h == 0.f;
+        w.df[j * kLd + r] = fin ? w.da[j * kLd + r] : PT{};
+        t3[j * kLd + r] = x;
+        t3[(mc + j) * kLd + r] = fin ? x - h : 0.f;
+        t3[(2 * mc + j) * kLd + r] = fin ? x : 0.f;
       }
     }
     k.to_bf16_vnni(t3, kLd, 3 * mc, 3 * mc, nr_p, w.db.data());
@@ -500,7 +504,8 @@ struct Backward {
         const bool keep = !do_n.tile_finite(b, h, qt) || !q_n.tile_finite(b, h, qt) || !t.k_finite;
         k.bwd_tile_bf16({st, dpt, kLd, nc, mc, nr, nr_p, w.lse.data(), w.d.data(), plain ? p.softmax_scale : 1.f,
                          p.softmax_scale, w.pa.data(), w.da.data(), w.db.data(), keep,
-                         kSplit ? w.pl.data() : nullptr, kSplit ? w.dl.data() : nullptr});
+                         kSplit ? w.pl.data() : nullptr, kSplit ? w.dl.data() : nullptr,
+                         kSplit ? w.df.data() : nullptr});
         pa = w.pa.data(), da = w.da.data();
       } else {
         elementwise(ctx, plain, r0, nr, c0, nc, tanh_buf, w);
@@ -523,17 +528,24 @@ struct Backward {
     // dV += P^T dO, dK += dS^T Q; NaN/inf in dO or Q reach only the keys
     // their rows see (pack.h).
     // Split: P hi [dO hi | dO lo] into both halves of dV's row, P lo dO hi into
-    // the first (the halves are summed when stored); dK alike.
+    // the first (the halves are summed when stored). P is finite or NaN (at most
+    // 1, or NaN where its row met one), so no inf meets dO's zero low halves.
     product(mc, sacc * dv_p, nr_p, pa, kLd, do_n.tile(b, h, qt), do_n.ld(b), dvv, sacc * dv_p, true);
     if constexpr (kSplit) product(mc, dv_p, nr_p, w.pl.data(), kLd, do_n.tile(b, h, qt), do_n.ld(b), dvv, 2 * dv_p, true);
     if (!do_n.tile_finite(b, h, qt))
       add_nonfinite<Elem>(dov, sl, true, b, h, r0, nr, dv, st, kLd, nc, dvv, sacc * dv_p, w.row.data());
-    product(mc, sacc * dqk_p, nr_p, da, kLd, q_n.tile(b, h, qt), q_n.ld(b), dk, sacc * dqk_p, true);
-    if constexpr (kSplit) product(mc, dqk_p, nr_p, w.dl.data(), kLd, q_n.tile(b, h, qt), q_n.ld(b), dk, 2 * dqk_p, true);
+    // Split: dS hi Q hi and dS lo Q hi into the first half, and Q lo against dS's
+    // finite high half into the second (an inf dS is common: inf * a zero lo is NaN).
+    product(mc, dqk_p, nr_p, da, kLd, q_n.tile(b, h, qt), q_n.ld(b), dk, sacc * dqk_p, true);
+    if constexpr (kSplit) {
+      product(mc, dqk_p, nr_p, w.df.data(), kLd, q_n.tile(b, h, qt) + (dqk_p / 16) * q_n.ld(b), q_n.ld(b),
+              dk + dqk_p, 2 * dqk_p, true);
+      product(mc, dqk_p, nr_p, w.dl.data(), kLd, q_n.tile(b, h, qt), q_n.ld(b), dk, 2 * dqk_p, true);
+    }
     if (!q_n.tile_finite(b, h, qt))
       add_nonfinite<Elem>(qv, sl, true, b, h, r0, nr, dqk, dpt, kLd, nc, dk, sacc * dqk_p, w.row.data());
     // dQ^T += K^T dS^T, into this chain's block of this query tile (split:
-    // [Kh | Kh | Kl] against [dS hi; dS lo; dS hi] over 3 mc keys).
+    // [Kh | Kh | Kl] against [dS hi; dS lo; dS hf] over 3 mc keys).
     constexpr int64_t skt = kSegsKt<kSplit>;
     if constexpr (kBf16)
       product(dqk_p, nr_p, skt * mc, w.kt_at(i), skt * kLd, w.db.data(), skt * mc * 16, dq_cols, kLd, true);

@@ -192,6 +192,13 @@ FA_BF16 float exp_sum_split_avx512(float* x, int64_t n, float scale, float m, ui
   return exp_sum_rounded<true>(x, n, scale, m, hi, lo, n_pad, keep);
 }
 
+// Lanes where bf16(x) is finite.
+FA_BF16 static inline __attribute__((always_inline)) __mmask16 bf16_finite(__m512 x) {
+  const __m256i h = (__m256i)_mm512_cvtneps_pbh(x);
+  const __m512 hv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  return _mm512_cmp_ps_mask(_mm512_sub_ps(hv, hv), _mm512_setzero_ps(), _CMP_EQ_OQ);
+}
+
 // x - bf16(x): the low half of the split (0 where bf16(x) is not finite).
 FA_BF16 static inline __attribute__((always_inline)) __m512 bf16_rest(__m512 x) {
   const __m256i h = (__m256i)_mm512_cvtneps_pbh(x);
@@ -223,6 +230,8 @@ FA_BF16 static inline __attribute__((always_inline)) void bwd_row16(const BwdTil
   if (t.pa_lo != nullptr) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(t.pa_lo + j * t.ld + c), (__m256i)_mm512_cvtneps_pbh(bf16_rest(p)));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(t.da_lo + j * t.ld + c), (__m256i)_mm512_cvtneps_pbh(bf16_rest(ds)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(t.da_f + j * t.ld + c),
+                        (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_mov_ps(bf16_finite(ds), ds)));
   }
   if (t.keep) {
     _mm512_mask_storeu_ps(t.s + j * t.ld + c, cm, p);
@@ -249,10 +258,12 @@ FA_BF16 void bwd_tile_bf16_avx512(const BwdTileBf16& t) {
       if (j + 1 < t.rows) bwd_row16(t, j + 1, c, cm, m, d, p, ds1);
       const __m512i pair = _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(ds1, ds0));
       _mm512_storeu_si512(panel + j * kPanel, pair);
-      if (split) {  // segments [dS hi; dS lo; dS hi]
+      if (split) {  // segments [dS hi; dS lo; dS hi, 0 where not finite]
         const __m512i rest = (__m512i)_mm512_cvtne2ps_pbh(bf16_rest(ds1), bf16_rest(ds0));
         _mm512_storeu_si512(panel + seg + j * kPanel, _mm512_permutexvar_epi16(idx, rest));
-        _mm512_storeu_si512(panel + 2 * seg + j * kPanel, pair);
+        const __m512i fin = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_mov_ps(bf16_finite(ds1), ds1),
+                                                         _mm512_maskz_mov_ps(bf16_finite(ds0), ds0));
+        _mm512_storeu_si512(panel + 2 * seg + j * kPanel, _mm512_permutexvar_epi16(idx, fin));
       }
     }
   }

@@ -36,9 +36,12 @@ struct BwdTileBf16 {
   uint16_t* db;    // dS rounded to bf16 in to_bf16_vnni's panels (rows_p rows)
   bool keep;       // also write P and dS back in fp32
   // The fp16 split backward (isa.h): P's and dS's low halves beside pa and da,
-  // and db in three segments of rows_p rows per panel, [dS hi; dS lo; dS hi].
+  // dS's high half with non-finite values zeroed (da_f, against Q's low half),
+  // and db in three segments of rows_p rows per panel, [dS hi; dS lo; dS hf]:
+  // an inf meets only the other operand's high half (inf * 0 would be NaN).
   uint16_t* pa_lo = nullptr;
   uint16_t* da_lo = nullptr;
+  uint16_t* da_f = nullptr;
 };
 
 struct Kernels {
