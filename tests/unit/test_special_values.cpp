@@ -202,21 +202,31 @@ TEST(NaNPropagation, BackwardConfinedCpu) {
 // bf16 products): an inf keeps its fp32 meaning, so it never meets the zeros of
 // a finite element's low half or of the padding (inf * 0 = NaN), and NaN stays
 // in the rows that read it.
-TEST(NaNPropagation, F16SplitConfined) {
+// Runs body with the CPU backend forced onto each level with bf16 products that
+// this CPU has; false when there is none.
+template <typename Body>
+bool on_bf16_levels(Body body) {
   bool ran = false;
   for (cpu::Isa isa : {cpu::Isa::avx512_bf16, cpu::Isa::amx}) {
     if (static_cast<int>(isa) > static_cast<int>(cpu::supported_isa())) continue;
     SCOPED_TRACE(cpu::isa_name(isa));
     cpu::force_isa(isa);
+    body();
+    cpu::force_f16_split(-1);
+    cpu::reset_forced_isa();
+    ran = true;
+  }
+  return ran;
+}
+
+TEST(NaNPropagation, F16SplitConfined) {
+  const bool ran = on_bf16_levels([] {
     cpu::force_f16_split(1);
     for (const Poison& x : qk_poisons()) check_forward_poison(x, DType::f16, cpu_target(), Check::leak);
     for (const Poison& x : v_poisons()) check_forward_poison(x, DType::f16, cpu_target(), Check::leak);
     for (const Poison& x : nan_poisons()) check_forward_poison(x, DType::f16, cpu_target(), Check::reach);
     for (const Poison& x : nan_poisons()) check_backward_poison(x, DType::f16, cpu_target());
-    cpu::force_f16_split(-1);
-    cpu::reset_forced_isa();
-    ran = true;
-  }
+  });
   if (!ran) GTEST_SKIP() << "no bf16 products on this CPU";
 }
 
@@ -224,11 +234,7 @@ TEST(NaNPropagation, F16SplitConfined) {
 // widened (fp32) backward's are, for inf and NaN in q, k and v: an inf dS or P
 // must never meet the zero low half of a finite operand (inf * 0 = NaN).
 TEST(NaNPropagation, F16SplitBackwardMatchesWidenedNonFinite) {
-  bool ran = false;
-  for (cpu::Isa isa : {cpu::Isa::avx512_bf16, cpu::Isa::amx}) {
-    if (static_cast<int>(isa) > static_cast<int>(cpu::supported_isa())) continue;
-    SCOPED_TRACE(cpu::isa_name(isa));
-    cpu::force_isa(isa);
+  const bool ran = on_bf16_levels([] {
     std::vector<Poison> all = qk_poisons();
     for (const Poison& x : v_poisons()) all.push_back(x);
     all.push_back({Where::v, 0, 39, 0, 5, kInf});
@@ -244,7 +250,6 @@ TEST(NaNPropagation, F16SplitBackwardMatchesWidenedNonFinite) {
         const FwdResult f = run_forward(p, cpu_target());
         g[mode] = run_backward(p, cpu_target(), f);
       }
-      cpu::force_f16_split(-1);
       const auto cls = [](double v) { return std::isnan(v) ? 2 : std::isinf(v) ? (v > 0 ? 3 : 4) : 0; };
       int64_t differ = 0;
       for (const auto& [a, b] : {std::pair{&g[0].dq, &g[1].dq}, std::pair{&g[0].dk, &g[1].dk},
@@ -252,9 +257,7 @@ TEST(NaNPropagation, F16SplitBackwardMatchesWidenedNonFinite) {
         for (int64_t e = 0; e < a->numel(); ++e) differ += cls(a->get(e)) != cls(b->get(e));
       EXPECT_EQ(differ, 0) << "gradient elements whose NaN / inf differ from the widened backward's";
     }
-    cpu::reset_forced_isa();
-    ran = true;
-  }
+  });
   if (!ran) GTEST_SKIP() << "no bf16 products on this CPU";
 }
 

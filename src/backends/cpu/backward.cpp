@@ -112,16 +112,12 @@ inline void wait_step(int& spins) {
   }
 }
 
-// The fp16 split backward's widths (isa.h, f16_split; pack.h, split_row): K and V
-// tiles in 4 head-dim segments (A of S^T, dP^T), K^T in 3 key segments
-// [Kh | Kh | Kl] against dS^T's [hi; lo; hf] (dQ^T), dK and dV accumulators of
-// double width ([P hi | P lo] products summed at the end).
-template <bool kSplit>
-constexpr int64_t kSegsA = kSplit ? 4 : 1;
+// The fp16 split backward's widths (isa.h, f16_split; pack.h, split_row and its
+// segments): K and V tiles in kSegsQk head-dim segments (A of S^T, dP^T), dK and
+// dV accumulators of kSegsV (double) width, and K^T in 3 key segments
+// [Kh | Kh | Kl] against dS^T's [hi; lo; hf] (dQ^T).
 template <bool kSplit>
 constexpr int64_t kSegsKt = kSplit ? 3 : 1;
-template <bool kSplit>
-constexpr int64_t kSegsAcc = kSplit ? 2 : 1;
 
 template <typename PT, bool kSplit = false>
 struct BwdScratch {
@@ -143,9 +139,9 @@ struct BwdScratch {
         db(sizeof(PT) == 2 ? kSegsKt<kSplit> * kLd * kLd : 0), s(kLd * kLd), dp(kLd * kLd), tanh(kLd * kLd),
         lse(kLd), d(kLd), row(3 * std::max(padded<PT>(dqk), padded<PT>(dv_))), f(kLd * std::max(dqk, dv_)),
         dqsum(dqk * kLd), dst3(kSplit ? 3 * kLd * kLd : 0) {
-    ke = kLd * padded<PT>(dqk) * kSegsA<kSplit>, ve = kLd * padded<PT>(dv_) * kSegsA<kSplit>;
+    ke = kLd * padded<PT>(dqk) * kSegsQk<kSplit>, ve = kLd * padded<PT>(dv_) * kSegsQk<kSplit>;
     kte = padded<PT>(dqk) * kLd * kSegsKt<kSplit>;
-    dke = kLd * padded<PT>(dqk) * kSegsAcc<kSplit>, dve = kLd * padded<PT>(dv_) * kSegsAcc<kSplit>;
+    dke = kLd * padded<PT>(dqk) * kSegsV<kSplit>, dve = kLd * padded<PT>(dv_) * kSegsV<kSplit>;
     k.resize(group * ke), v.resize(group * ve), kt.resize(group * kte);
     dk.resize(group * dke), dv.resize(group * dve);
   }
@@ -208,10 +204,10 @@ struct Backward {
     const int64_t rows = p.is_varlen() ? p.total_q : p.batch * p.seqlen_q;
     dvec.assign(static_cast<size_t>(p.heads_q * rows), 0.f);
     const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v, hq = p.heads_q, hkv = p.heads_kv;
-    plan_pack(q_t, p, true, hq, dqk, PackKind::transposed, kSegsA<kSplit>, &k);
-    plan_pack(do_t, p, true, hq, dv, PackKind::transposed, kSegsA<kSplit>, &k);
-    plan_pack(q_n, p, true, hq, dqk, PackKind::natural, kSegsAcc<kSplit>, &k);
-    plan_pack(do_n, p, true, hq, dv, PackKind::natural, kSegsAcc<kSplit>, &k);
+    plan_pack(q_t, p, true, hq, dqk, PackKind::transposed, kSegsQk<kSplit>, &k);
+    plan_pack(do_t, p, true, hq, dv, PackKind::transposed, kSegsQk<kSplit>, &k);
+    plan_pack(q_n, p, true, hq, dqk, PackKind::natural, kSegsV<kSplit>, &k);
+    plan_pack(do_n, p, true, hq, dv, PackKind::natural, kSegsV<kSplit>, &k);
     const int nt = thread_count(p);
     const int64_t n_kt = ceil_div(p.seqlen_k, kBlockK);
     group = group_tiles(padded<PT>(dqk), padded<PT>(dv));
@@ -262,9 +258,8 @@ struct Backward {
 
   // x (rows x cols, ld kLd) rounded to bf16 as an A operand, columns zero-padded
   // to cols_p.
-  const PT* round_rows(const float* x, PT* buf, int64_t rows, int64_t cols, int64_t cols_p) const {
+  void round_rows(const float* x, PT* buf, int64_t rows, int64_t cols, int64_t cols_p) const {
     for (int64_t r = 0; r < rows; ++r) k.to_bf16(x + r * kLd, buf + r * kLd, cols, cols_p);
-    return buf;
   }
 
   // Loads lse and d for rows [r0, r0+nr). A row that saw no key has lse = -inf;
@@ -384,8 +379,8 @@ struct Backward {
     const int64_t n = pl.n;
     for (int64_t i = 0; i < n; ++i) {
       KeyTile& t = pl.t[i];
-      std::fill(w.dk_at(i), w.dk_at(i) + t.mc * dqk_p * kSegsAcc<kSplit>, 0.f);
-      std::fill(w.dv_at(i), w.dv_at(i) + t.mc * dv_p * kSegsAcc<kSplit>, 0.f);
+      std::fill(w.dk_at(i), w.dk_at(i) + t.mc * dqk_p * kSegsV<kSplit>, 0.f);
+      std::fill(w.dv_at(i), w.dv_at(i) + t.mc * dv_p * kSegsV<kSplit>, 0.f);
       if constexpr (kSplit) {
         load_split_rows(k, kv, sl, false, b, hk, t.c0, t.nc, t.mc, dqk, dqk_p, w.k_at(i), w.row.data());
         load_split_rows(k, vv, sl, false, b, hk, t.c0, t.nc, t.mc, dv, dv_p, w.v_at(i), w.row.data());
@@ -423,9 +418,9 @@ struct Backward {
         }
       }
       store_tile<Elem>(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, sl, false, b, hk,
-                       pl.t[i].c0, pl.t[i].nc, dqk, w.dk_at(i), dqk_p * kSegsAcc<kSplit>);
+                       pl.t[i].c0, pl.t[i].nc, dqk, w.dk_at(i), dqk_p * kSegsV<kSplit>);
       store_tile<Elem>(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, sl, false, b, hk,
-                       pl.t[i].c0, pl.t[i].nc, dv, w.dv_at(i), dv_p * kSegsAcc<kSplit>);
+                       pl.t[i].c0, pl.t[i].nc, dv, w.dv_at(i), dv_p * kSegsV<kSplit>);
     }
   }
 
@@ -485,7 +480,7 @@ struct Backward {
     float* dvv = w.dv_at(i);
     float* st = w.s.data();
     float* dpt = w.dp.data();
-    constexpr int64_t sa = kSegsA<kSplit>, sacc = kSegsAcc<kSplit>;
+    constexpr int64_t sa = kSegsQk<kSplit>, sacc = kSegsV<kSplit>;
     product(mc, nr_p, sa * dqk_p, w.k_at(i), sa * dqk_p, q_t.tile(b, h, qt), q_t.ld(b), st, kLd, false);
     product(mc, nr_p, sa * dv_p, w.v_at(i), sa * dv_p, do_t.tile(b, h, qt), do_t.ld(b), dpt, kLd, false);
     // P^T and dS^T (times the softmax scale), row j holding key c0 + j.

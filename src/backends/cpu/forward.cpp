@@ -64,12 +64,6 @@ int64_t block_keys(int64_t dqk_p, int64_t dv_p) {
   return sizeof(PT) == 2 && std::max(dqk_p, dv_p) <= 64 ? kBlockKNarrow : kBlockK;
 }
 
-// Head-dim segments of the query tile and K^T (qk) and of O and V (v).
-template <bool kSplit>
-constexpr int64_t kSegsQk = kSplit ? 4 : 1;
-template <bool kSplit>
-constexpr int64_t kSegsV = kSplit ? 2 : 1;
-
 template <typename PT, bool kSplit>
 struct FwdScratch {
   // The query tile (A of S); the probabilities (A of P V; bf16 only) and, split,

@@ -95,6 +95,13 @@ inline PT to_packed(float x) {
 // meets one of the zeros a finite element's lo or the padding holds (inf * 0
 // would be NaN where fp32 gives inf).
 enum class SplitRow { key, query, value };
+// Row segments of a pipeline (kSplit: fp16 as bf16 pairs, else 1): the `query`
+// and `key` forms (Q K^T's operands), and the `value` form (natural packs, and
+// the double-width accumulators of products with the pairs).
+template <bool kSplit>
+constexpr int64_t kSegsQk = kSplit ? 4 : 1;
+template <bool kSplit>
+constexpr int64_t kSegsV = kSplit ? 2 : 1;
 // One fp16 row in that form, with the table's vector kernels (the split runs
 // only at levels that have to_bf16_split); tmp holds dim floats.
 inline void split_row(const Kernels& k, const uint16_t* x, int64_t dim, int64_t dp, SplitRow kind, uint16_t* out,

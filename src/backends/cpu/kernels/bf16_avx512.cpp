@@ -135,18 +135,29 @@ FA_BF16 static inline __attribute__((always_inline)) __m512 exp2_poly(__m512 y) 
   return _mm512_scalef_ps(p, n);
 }
 
+// The fp16 split's halves: x rounded to bf16 and back (hi), whether hi is finite,
+// and the rest x - hi (0 where hi is not: inf - inf would be NaN, a finite x
+// rounded up to inf -inf).
+FA_BF16 static inline __attribute__((always_inline)) __m512 bf16_hi(__m512 x) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x)), 16));
+}
+FA_BF16 static inline __attribute__((always_inline)) __mmask16 bf16_finite(__m512 x) {
+  const __m512 hv = bf16_hi(x);
+  return _mm512_cmp_ps_mask(_mm512_sub_ps(hv, hv), _mm512_setzero_ps(), _CMP_EQ_OQ);
+}
+FA_BF16 static inline __attribute__((always_inline)) __m512 bf16_rest(__m512 x) {
+  const __m512 hv = bf16_hi(x);
+  const __mmask16 fin = _mm512_cmp_ps_mask(_mm512_sub_ps(hv, hv), _mm512_setzero_ps(), _CMP_EQ_OQ);
+  return _mm512_maskz_sub_ps(fin, x, hv);
+}
+
 // exp_sum_bf16 and exp_sum_split: e = exp(scale x - m) rounded to bf16 in y and,
 // with kLo, the rest e - y rounded to bf16 in lo (0 where e is not finite).
 template <bool kLo>
 FA_BF16 static inline __attribute__((always_inline)) void store_rounded(__m512 e, __mmask16 wm, uint16_t* y,
                                                                        uint16_t* lo) {
-  const __m256i h = (__m256i)_mm512_cvtneps_pbh(e);
-  _mm256_mask_storeu_epi16(y, wm, h);
-  if constexpr (kLo) {
-    const __m512 hv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-    const __mmask16 fin = _mm512_cmp_ps_mask(_mm512_sub_ps(hv, hv), _mm512_setzero_ps(), _CMP_EQ_OQ);
-    _mm256_mask_storeu_epi16(lo, wm, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_sub_ps(fin, e, hv)));
-  }
+  _mm256_mask_storeu_epi16(y, wm, (__m256i)_mm512_cvtneps_pbh(e));
+  if constexpr (kLo) _mm256_mask_storeu_epi16(lo, wm, (__m256i)_mm512_cvtneps_pbh(bf16_rest(e)));
 }
 
 // keep: e also replaces x (fp32), the same bits the rounding saw.
@@ -190,21 +201,6 @@ FA_BF16 float exp_sum_bf16_avx512(float* x, int64_t n, float scale, float m, uin
 FA_BF16 float exp_sum_split_avx512(float* x, int64_t n, float scale, float m, uint16_t* hi, uint16_t* lo,
                                    int64_t n_pad, bool keep) {
   return exp_sum_rounded<true>(x, n, scale, m, hi, lo, n_pad, keep);
-}
-
-// Lanes where bf16(x) is finite.
-FA_BF16 static inline __attribute__((always_inline)) __mmask16 bf16_finite(__m512 x) {
-  const __m256i h = (__m256i)_mm512_cvtneps_pbh(x);
-  const __m512 hv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-  return _mm512_cmp_ps_mask(_mm512_sub_ps(hv, hv), _mm512_setzero_ps(), _CMP_EQ_OQ);
-}
-
-// x - bf16(x): the low half of the split (0 where bf16(x) is not finite).
-FA_BF16 static inline __attribute__((always_inline)) __m512 bf16_rest(__m512 x) {
-  const __m256i h = (__m256i)_mm512_cvtneps_pbh(x);
-  const __m512 hv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-  const __mmask16 fin = _mm512_cmp_ps_mask(_mm512_sub_ps(hv, hv), _mm512_setzero_ps(), _CMP_EQ_OQ);
-  return _mm512_maskz_sub_ps(fin, x, hv);
 }
 
 // One row's 16 queries of a backward tile pair: p and ds (0 outside `live`).
@@ -275,16 +271,8 @@ FA_BF16 void to_bf16_split_avx512(const float* x, uint16_t* hi, uint16_t* lo, in
     const __mmask16 t = left >= 16 ? static_cast<__mmask16>(0xFFFF)
                         : left <= 0 ? static_cast<__mmask16>(0)
                                     : static_cast<__mmask16>((1u << left) - 1u);
-    const __m512 v = _mm512_maskz_loadu_ps(t, x + j);  // zeros past n
-    const __m256i h = (__m256i)_mm512_cvtneps_pbh(v);
-    const __m512 hv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-    // hi - hi is 0 exactly when hi is finite (x finite, and not rounded up to
-    // inf); otherwise lo would be NaN or -inf.
-    const __mmask16 fin = _mm512_cmp_ps_mask(_mm512_sub_ps(hv, hv), _mm512_setzero_ps(), _CMP_EQ_OQ);
-    const __m256i l = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_sub_ps(fin, v, hv));
     const __mmask16 wm = w >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << w) - 1u);
-    _mm256_mask_storeu_epi16(hi + j, wm, h);
-    _mm256_mask_storeu_epi16(lo + j, wm, l);
+    store_rounded<true>(_mm512_maskz_loadu_ps(t, x + j), wm, hi + j, lo + j);  // zeros past n
   }
 }
 
