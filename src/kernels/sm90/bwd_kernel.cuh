@@ -29,6 +29,10 @@
 #include "kernels/sm90/dq_layout.h"
 #include "kernels/sm90/mma_utils.cuh"
 
+#ifndef FLASHATTN_SM90_BWD_ATOMIC_DQ
+#define FLASHATTN_SM90_BWD_ATOMIC_DQ 0
+#endif
+
 namespace flashattn::sm90 {
 
 using detail::BwdKernelParams;
@@ -77,6 +81,14 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   constexpr int kStages = Traits::kStages, kDqCols = Traits::kDqCols;
   constexpr bool kSplitN = Traits::kDqSplitN;
   constexpr bool kDsFirst = Traits::kDsFirst;
+  // By product without score modifiers, FLASHATTN_SM90_BWD_ATOMIC_DQ (an A/B
+  // switch, off by default; kernel_notes, sm90 backward v33): dQ's partial sums
+  // added from the accumulator's registers by vector atomics (RED.F32x2), no
+  // staging, the Q / dO stage handed back as soon as the step's products have
+  // read it. = 2 is a timing probe only (the adds left out: dQ is wrong).
+  constexpr int kAtomicDqMode = FLASHATTN_SM90_BWD_ATOMIC_DQ;
+  constexpr bool kAtomicDq = Traits::kByProduct && !kMods && kAtomicDqMode != 0;
+  constexpr int kEmptyArrivals = kAtomicDq ? Traits::kConsumerThreads : Traits::kEmptyArrivals;
   const BwdKernelParams& p = args.p;
   extern __shared__ __align__(1024) char smem_raw[];
   auto& smem = *reinterpret_cast<typename Traits::SharedStorage*>(smem_raw);
@@ -134,7 +146,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     for (int s = 0; s < kStages; ++s) {
       Barrier::init(&smem.q_full[s], 1 + 32);  // the TMA thread + each lane once its LSE / d copies land
       Barrier::init(&smem.do_full[s], 1);
-      Barrier::init(&smem.empty[s], Traits::kEmptyArrivals);
+      Barrier::init(&smem.empty[s], kEmptyArrivals);
       if constexpr (Traits::kByProduct) Barrier::init(&smem.rows_empty[s], Traits::kConsumerThreads);
     }
     cutlass::arch::fence_barrier_init();
@@ -308,6 +320,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     static_assert(!Traits::kDqColPerm, "by product: the accumulator's plain column order");
     Tensor tdQoff = thr_dq.partition_C(
         make_tensor(counting_iterator<int>{0}, typename Traits::SmemLayoutdQMma{}.layout_b()));
+    Tensor tdQc = thr_dq.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kDqCols>>{}));
     const bool dq_leader = tidx == 0;
     const int rows_q = int(packed ? p.total_q : p.seqlen_q);
     Tensor mdQ = args.tma_dq.get_tma_tensor(make_shape(rows_q, kHeadDim, int(p.heads_q), batches));
@@ -331,7 +344,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       wgmma_issue<true, false>(mma_sdp, tSrA, tSrB(_, _, _, s), acc);
       // The previous step's reduce-add has read its staging: that stage goes
       // back to the producer (both leaders; kEmptyArrivals = 2).
-      if (dq_leader && step > 0) {
+      if (!kAtomicDq && dq_leader && step > 0) {
         tma_store_wait<0>();
         Barrier::arrive(&smem.empty[(step - 1) % kStages]);
       }
@@ -399,6 +412,19 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       warpgroup_wait<0>();
       warpgroup_fence_operand(acc_kv);
       warpgroup_fence_operand(acc_dq);
+      if constexpr (kAtomicDq) {
+        Barrier::arrive(&smem.empty[s]);  // this thread's products have read the stage
+        const int rows_left = seqlen_q - m0;
+        float* const dq_tile = p.dq_accum + (int64_t(bb) * p.heads_q + step_head(step)) * int64_t(rows_q) * kHeadDim +
+                               (sl.q_offset + m0) * kHeadDim + group * kDqCols;
+        CUTE_UNROLL
+        for (int e = 0; e < size(acc_dq); e += 2) {
+          const int r = get<0>(tdQc(e)), c = get<1>(tdQc(e));
+          if (kAtomicDqMode == 1 && r < rows_left)
+            atomicAdd(reinterpret_cast<float2*>(dq_tile + r * kHeadDim + c), make_float2(acc_dq(e), acc_dq(e + 1)));
+        }
+        continue;
+      }
       // Staging in this step's dO (group 0) / Q (group 1) stage: its other
       // readers are done (dP^T / S^T of the other group, before kBarDs / kBarP),
       // and this group's four warps have waited for their own wgmma.
@@ -423,7 +449,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         if (det) order_release(h, m_block, group);
       }
     }
-    if (dq_leader) tma_store_wait<0>();
+    if (!kAtomicDq && dq_leader) tma_store_wait<0>();
 
     // Epilogue: dV (group 0) or dK (group 1) straight from registers, keys past
     // the sequence not written.
