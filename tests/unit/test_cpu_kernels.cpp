@@ -365,6 +365,30 @@ TEST_P(CpuKernels, F16Widening) {
   EXPECT_TRUE(std::isnan(y[4 * 20 + 18]));
 }
 
+// bf16 tiles widened exactly (subnormals, -0, inf, NaN), with the finite test.
+TEST_P(CpuKernels, Bf16Widening) {
+  std::vector<uint16_t> h(5 * 24);
+  const auto f = random_floats(h.size(), 16);
+  for (size_t i = 0; i < h.size(); ++i) h[i] = flashattn::float_to_bf16(f[i]);
+  h[0] = 0x0001;   // the smallest subnormal
+  h[1] = 0x8000;   // -0
+  h[23] = 0x7F80;  // inf, past the columns read
+  std::vector<float> y(5 * 20, -1.f);
+  EXPECT_TRUE(k().bf16_to_f32(h.data(), 24, 5, 19, y.data(), 20));
+  for (int r = 0; r < 5; ++r)
+    for (int c = 0; c < 20; ++c) {
+      const float want = c < 19 ? flashattn::bf16_to_float(h[r * 24 + c]) : -1.f;
+      ASSERT_EQ(std::memcmp(&y[r * 20 + c], &want, 4), 0) << r << "," << c;
+    }
+  h[2 * 24 + 5] = 0xFF80;  // -inf
+  EXPECT_FALSE(k().bf16_to_f32(h.data(), 24, 5, 19, y.data(), 20));
+  EXPECT_EQ(y[2 * 20 + 5], -std::numeric_limits<float>::infinity());
+  h[2 * 24 + 5] = 0x3F80;
+  h[4 * 24 + 18] = 0x7FC1;  // NaN
+  EXPECT_FALSE(k().bf16_to_f32(h.data(), 24, 5, 19, y.data(), 20));
+  EXPECT_TRUE(std::isnan(y[4 * 20 + 18]));
+}
+
 INSTANTIATE_TEST_SUITE_P(Levels, CpuKernels, ::testing::ValuesIn(kLevels), level_name);
 
 // The whole backend on one level: every case of the table, forward and backward.

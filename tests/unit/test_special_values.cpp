@@ -14,9 +14,17 @@ namespace cpu = flashattn::detail::cpu;
 
 // Which query rows and key rows a poisoned input element reaches.
 // Problem: B=2, Sq=Sk=40 (one CPU tile), Hq=2, Hkv=1, causal, so rows below the
-// poisoned key's diagonal do not see it although they share its tile.
+// poisoned key's diagonal do not see it although they share its tile. The
+// decoding shape (Sq = 4: 8 query rows per kv head, the CPU's decoding path)
+// aligns the mask bottom-right: row i sees keys 0..36+i, all in one key tile.
 constexpr int64_t kB = 2, kS = 40, kHq = 2, kHkv = 1, kD = 16;
-Case poison_case(DType dt) { return Case("poison").batch(kB).seq(kS, kS).heads(kHq, kHkv).dims(kD, kD).causal_mask().type(dt); }
+struct Shape {
+  int64_t sq, sk;
+};
+constexpr Shape kSquare{kS, kS}, kDecoding{4, kS};
+Case poison_case(DType dt, Shape s = kSquare) {
+  return Case("poison").batch(kB).seq(s.sq, s.sk).heads(kHq, kHkv).dims(kD, kD).causal_mask().type(dt);
+}
 
 enum class Where { q, k, v };
 
@@ -36,10 +44,10 @@ void apply(Problem& p, const Poison& x) {
 
 // Forward: rows (b, i, h) that read the poisoned element. q: its own row; k:
 // rows that see the key (every head of the group); v: rows that see the key.
-bool fwd_touched(const Poison& x, int64_t b, int64_t i, int64_t h) {
+bool fwd_touched(const Poison& x, int64_t b, int64_t i, int64_t h, Shape s) {
   if (b != x.b) return false;
   if (x.where == Where::q) return i == x.row && h == x.head;
-  return x.row <= i;  // causal, Sq == Sk: row i sees keys 0..i (kHkv == 1: every head)
+  return x.row <= i + s.sk - s.sq;  // causal: row i sees keys 0..i+Sk-Sq (kHkv == 1: every head)
 }
 
 // Leak check: every output element outside the touched rows is finite and
@@ -47,21 +55,21 @@ bool fwd_touched(const Poison& x, int64_t b, int64_t i, int64_t h) {
 // act like a mask, e.g. a -inf score): the touched elements are NaN.
 enum class Check { leak, reach };
 
-void check_forward_poison(const Poison& x, DType dt, const Target& t, Check check) {
+void check_forward_poison(const Poison& x, DType dt, const Target& t, Check check, Shape s = kSquare) {
   SCOPED_TRACE(::testing::Message() << t.name << " " << short_name(dt) << " " << where_name(x.where)
                                     << "[b=" << x.b << ", row=" << x.row << ", head=" << x.head
                                     << ", col=" << x.col << "] = " << x.value);
-  const Problem clean = make_problem(poison_case(dt));
+  const Problem clean = make_problem(poison_case(dt, s));
   Problem bad = clean;
   apply(bad, x);
   const FwdResult fc = run_forward(clean, t), fb = run_forward(bad, t);
   int64_t leaked = 0, changed = 0, missing = 0;
   for (int64_t b = 0; b < kB; ++b)
-    for (int64_t i = 0; i < kS; ++i)
+    for (int64_t i = 0; i < s.sq; ++i)
       for (int64_t h = 0; h < kHq; ++h) {
-        const bool touched = fwd_touched(x, b, i, h);
+        const bool touched = fwd_touched(x, b, i, h, s);
         for (int64_t c = 0; c < kD; ++c) {
-          const int64_t e = ((b * kS + i) * kHq + h) * kD + c;
+          const int64_t e = ((b * s.sq + i) * kHq + h) * kD + c;
           const double got = fb.out.get(e);
           // v poisons one column of the rows that see it; q and k whole rows.
           const bool reached = touched && (x.where != Where::v || c == x.col);
@@ -72,7 +80,7 @@ void check_forward_poison(const Poison& x, DType dt, const Target& t, Check chec
             changed += std::isfinite(got) && got != fc.out.get(e);
           }
         }
-        const double l = fb.lse.get((b * kHq + h) * kS + i);
+        const double l = fb.lse.get((b * kHq + h) * s.sq + i);
         if (touched && x.where != Where::v) missing += !std::isnan(l);
         if (!touched) leaked += !std::isfinite(l);
       }
@@ -196,6 +204,30 @@ TEST(NaNPropagation, BackwardConfinedReference) {
 TEST(NaNPropagation, BackwardConfinedCpu) {
   for (const Poison& x : nan_poisons())
     for (DType dt : kDtypes) check_backward_poison(x, dt, cpu_target());
+}
+
+// The decoding path (decode.cpp) at every level this CPU has: fp32 V tiles tested
+// in place, bf16 ones packed and tested (bf16 products) or widened (fp32
+// products: avx512, portable, and AMX beyond 16 rows), fp16 ones widened. Its
+// own poison positions: keys 37-39 are seen by some of the four rows only, and
+// the key tile holds all 40 keys.
+TEST(NaNPropagation, DecodingPathConfinedAtEveryLevel) {
+  const std::vector<Poison> leaks = {
+      {Where::q, 1, 2, 1, 3, kNaNv},  {Where::q, 0, 0, 0, 7, kInf},    {Where::k, 1, 39, 0, 2, kNaNv},
+      {Where::k, 0, 38, 0, 0, -kInf}, {Where::k, 1, 5, 0, 4, kNaNv},   {Where::v, 1, 39, 0, 3, kNaNv},
+      {Where::v, 0, 37, 0, 0, kInf},  {Where::v, 0, 38, 0, 5, -kInf},  {Where::v, 1, 0, 0, 1, kNaNv},
+  };
+  for (cpu::Isa isa : {cpu::Isa::portable, cpu::Isa::avx512, cpu::Isa::avx512_bf16, cpu::Isa::amx}) {
+    if (static_cast<int>(isa) > static_cast<int>(cpu::supported_isa())) continue;
+    SCOPED_TRACE(cpu::isa_name(isa));
+    cpu::force_isa(isa);
+    for (const Poison& x : leaks)
+      for (DType dt : kDtypes) {
+        check_forward_poison(x, dt, cpu_target(), Check::leak, kDecoding);
+        if (std::isnan(x.value)) check_forward_poison(x, dt, cpu_target(), Check::reach, kDecoding);
+      }
+    cpu::reset_forced_isa();
+  }
 }
 
 // fp16 on bf16 pairs (cpu::f16_split, forced on at the levels with

@@ -20,8 +20,8 @@
 // Scores, mask, softcap and ALiBi follow the tiled forward's general path
 // (scale, then ScoreContext on the transposed tile), so the two agree within
 // fp32 rounding; dropout draws the same Philox bits. fp16 K and V tiles are
-// widened to fp32 in cache (fp32 products, as in the tiled forward); bf16
-// without AVX512-BF16 takes the tiled forward.
+// widened to fp32 in cache (fp32 products, as in the tiled forward), and so are
+// bf16 ones where bf16 products are absent or slow (cpu_forward_decode).
 #include "backends/cpu/decode.h"
 
 #include <algorithm>
@@ -42,7 +42,7 @@ namespace cpu {
 namespace {
 
 constexpr int64_t kMaxRows = 64;           // query rows per kv head (columns of S^T)
-constexpr int64_t kMaxRowsBesideAmx = 16;  // bf16 where the tiled forward has AMX
+constexpr int64_t kMaxRowsBesideAmx = 16;  // bf16 products beside AMX (more rows: widened)
 constexpr int64_t kTileKeys = 64;          // keys per product
 // Keys per work item, at multiples of the split: 1024, halved (down to 256)
 // while a call would have fewer than kMinItems items, so that short caches
@@ -63,10 +63,12 @@ struct Work {
   int64_t b, s, hk0, hk1;
 };
 
-template <typename Elem>
+// kBf16Products: bf16 on AVX512-BF16 products; otherwise fp16 and bf16 take
+// fp32 products on K and V tiles widened in cache (kWiden).
+template <typename Elem, bool kBf16Products = std::is_same_v<Elem, BF16>>
 struct Decode {
-  static constexpr bool kBf16 = std::is_same_v<Elem, BF16>;
-  static constexpr bool kF16 = std::is_same_v<Elem, F16>;  // fp32 products on K and V tiles widened in cache
+  static constexpr bool kBf16 = kBf16Products;
+  static constexpr bool kWiden = !std::is_same_v<Elem, F32> && !kBf16;
   using Storage = typename Elem::storage;
   const FwdParams& p;
   const Kernels& k;  // row operations (the active level)
@@ -203,8 +205,8 @@ struct Decode {
           nan(d.rows_cap),
           p16(kBf16 ? d.rows_cap * kTileKeys : 0),
           v16(kBf16 ? kTileKeys * d.dv_ld : 0),
-          kf(kF16 ? kTileKeys * d.dqk : 0),
-          vf(kF16 ? kTileKeys * d.dv : 0) {}
+          kf(kWiden ? kTileKeys * d.dqk : 0),
+          vf(kBf16 ? 0 : kTileKeys * d.dv) {}  // fp32: V's tile with non-finite values zeroed
   };
 
   // Query row c of the item: head hk * G + c / sq, row c % sq of the sequence.
@@ -258,18 +260,23 @@ struct Decode {
     }
   }
 
+  // A 16-bit K or V tile widened to fp32 (exactly); whether it is finite.
+  bool widen(const Storage* x, int64_t ldx, int64_t rows, int64_t cols, float* y, int64_t ldy) const {
+    return (std::is_same_v<Elem, F16> ? k.f16_to_f32 : k.bf16_to_f32)(x, ldx, rows, cols, y, ldy);
+  }
+
   void tile(const SeqLen& sl, const Item& it, int64_t j0, int64_t nk, int64_t rows, int64_t ld, bool modify,
             const ScoreContext* ctx, Scratch& w, Head& st) const {
     const int64_t sq = sl.seqlen_q;
     float* s = w.s.data();
-    // S^T = K Q^T, K read in place (fp16: widened tile by tile; NaN and inf
+    // S^T = K Q^T, K read in place (kWiden: widened tile by tile; NaN and inf
     // stay, as the scores must see them).
     const int64_t koff = sl.k_row(it.b, p.k_batch_stride, p.k_row_stride, p.k_head_stride, it.hk, j0);
     if constexpr (kBf16) {
       g.gemm_bf16(nk, ld, dqk, static_cast<const uint16_t*>(p.k) + koff, p.k_row_stride, st.qt16.data(), dqk * 16,
                   s, ld, false);
-    } else if constexpr (kF16) {
-      k.f16_to_f32(static_cast<const uint16_t*>(p.k) + koff, p.k_row_stride, nk, dqk, w.kf.data(), dqk);
+    } else if constexpr (kWiden) {
+      widen(static_cast<const uint16_t*>(p.k) + koff, p.k_row_stride, nk, dqk, w.kf.data(), dqk);
       g.gemm_f32(nk, rows, dqk, w.kf.data(), dqk, st.qt.data(), rows, s, ld, false);
     } else {
       g.gemm_f32(nk, rows, dqk, static_cast<const float*>(p.k) + koff, p.k_row_stride, st.qt.data(), rows, s, ld,
@@ -318,7 +325,11 @@ struct Decode {
     if (p.dropout_p > 0.f)
       for (int64_t gi = 0; gi < G; ++gi) ctx[static_cast<size_t>(gi)].dropout_t(s + gi * sq, ld, 0, sq, j0, nk);
 
-    // O += P V.
+    // O += P V. NaN / inf in V reach only the rows that see them: the product
+    // reads the tile with its non-finite elements zeroed, so every row's sum runs
+    // as for a finite tile (rows that do not see them keep their bits), and those
+    // elements are then added alone where P is not an exact zero (a masked key
+    // times NaN would otherwise be NaN), as the tiled forward's packs do.
     const int64_t voff = sl.k_row(it.b, p.v_batch_stride, p.v_row_stride, p.v_head_stride, it.hk, j0);
     const Storage* v = static_cast<const Storage*>(p.v) + voff;
     const int64_t nk_e = nk + (nk & 1);
@@ -329,32 +340,49 @@ struct Decode {
           w.p16[static_cast<size_t>(c * kTileKeys + j)] = float_to_bf16(j < nk ? s[j * ld + c] : 0.f);
       // V's tile as VNNI pairs, panels of 16 columns (nk_e * 16 apart), zero past nk and dv.
       finite = k.bf16_vnni(v, p.v_row_stride, nk, nk_e, dv, dv_ld, w.v16.data());
-      if (finite)
-        g.gemm_bf16(rows, dv_ld, nk_e, w.p16.data(), kTileKeys, w.v16.data(), nk_e * 16, st.o.data(), dv_ld, true);
+      if (!finite)
+        for (uint16_t& x : w.v16)
+          if (!finite_bits<BF16>(x)) x = 0;
+      g.gemm_bf16(rows, dv_ld, nk_e, w.p16.data(), kTileKeys, w.v16.data(), nk_e * 16, st.o.data(), dv_ld, true);
     } else {
       for (int64_t c = 0; c < rows; ++c)
         for (int64_t j = 0; j < nk; ++j) w.pf[static_cast<size_t>(c * kTileKeys + j)] = s[j * ld + c];
-      if constexpr (kF16) {
-        finite = k.f16_to_f32(v, p.v_row_stride, nk, dv, w.vf.data(), dv);
-        if (finite) g.gemm_f32(rows, dv, nk, w.pf.data(), kTileKeys, w.vf.data(), dv, st.o.data(), dv_ld, true);
+      const float* vt;  // fp32: V in place; widened: the tile in cache
+      int64_t ldv;
+      if constexpr (kWiden) {
+        finite = widen(v, p.v_row_stride, nk, dv, w.vf.data(), dv);
+        vt = w.vf.data();
+        ldv = dv;
       } else {
         finite = k.finite_f32(v, p.v_row_stride, nk, dv);
-        if (finite) g.gemm_f32(rows, dv, nk, w.pf.data(), kTileKeys, v, p.v_row_stride, st.o.data(), dv_ld, true);
+        vt = v;
+        ldv = p.v_row_stride;
       }
+      if (!finite) {
+        float* z = w.vf.data();  // zeroed copy (in place where widened)
+        for (int64_t j = 0; j < nk; ++j)
+          for (int64_t d = 0; d < dv; ++d) {
+            const float x = vt[j * ldv + d];
+            z[j * dv + d] = x - x == 0.f ? x : 0.f;
+          }
+        vt = z;
+        ldv = dv;
+      }
+      g.gemm_f32(rows, dv, nk, w.pf.data(), kTileKeys, vt, ldv, st.o.data(), dv_ld, true);
     }
-    if (!finite) {
-      // NaN / inf in V reach only the rows that see them: skip exact zeros
-      // (a masked key times NaN would otherwise be NaN).
-      for (int64_t c = 0; c < rows; ++c)
-        for (int64_t j = 0; j < nk; ++j) {
-          const size_t e = static_cast<size_t>(c * kTileKeys + j);
-          const float pj = kBf16 ? bf16_to_float(w.p16[e]) : w.pf[e];  // P as the product would use it
-          if (pj == 0.f) continue;
-          load_row<Elem>(v, j * p.v_row_stride, dv, w.row.data());
-          float* o = st.o.data() + c * dv_ld;
-          for (int64_t d = 0; d < dv; ++d) o[d] += pj * w.row[static_cast<size_t>(d)];
+    if (!finite)
+      for (int64_t j = 0; j < nk; ++j) {
+        load_row<Elem>(v, j * p.v_row_stride, dv, w.row.data());
+        for (int64_t d = 0; d < dv; ++d) {
+          const float x = w.row[static_cast<size_t>(d)];
+          if (x - x == 0.f) continue;
+          for (int64_t c = 0; c < rows; ++c) {
+            const size_t e = static_cast<size_t>(c * kTileKeys + j);
+            const float pj = kBf16 ? bf16_to_float(w.p16[e]) : w.pf[e];  // P as the product used it
+            if (pj != 0.f) st.o[static_cast<size_t>(c * dv_ld + d)] += pj * x;
+          }
         }
-    }
+      }
   }
 
   // The splits' (m, l, o) of one (sequence, kv head), items [i0, i1), merged in
@@ -422,19 +450,20 @@ bool cpu_forward_decode(const FwdParams& p) {
     cpu::Decode<F16>(p, k, k, rows).run();
     return true;
   }
-  // bf16 products here are AVX512-BF16's (any number of keys per tile, K read
-  // in place). Where the tiled forward has AMX only the memory-bound shapes, 16
-  // rows or fewer, come here: on Sapphire Rapids vdpbf16ps runs at 0.6-0.8x
-  // fp32 FMA (host, session 32), so 17-64 rows, compute-bound here, would be
-  // slower than this path's fp32 form, which the tiled AMX forward already
-  // beat at most of those shapes (docs/cpu_notes.md, v12 and session 33).
+  // bf16 on AVX512-BF16's products (any number of keys per tile, K read in
+  // place) where that level is the best, and on AMX CPUs for the memory-bound
+  // shapes, 16 rows or fewer: there vdpbf16ps runs at 0.6-0.8x fp32 FMA
+  // (Sapphire Rapids, session 32), so 17-64 rows, compute-bound, take the fp32
+  // form instead, K and V widened tile by tile (it ran at 0.59-1.16x the tiled
+  // AMX forward's time on the host in its fp32 input form). Without bf16
+  // products (avx512, portable) the fp32 form too, where the tiled forward
+  // would pack all of K and V (3-4x slower; docs/cpu_notes.md, v17).
   const int isa = static_cast<int>(k.isa);
-  if (p.dtype == DType::bf16 && p.head_dim_qk % 2 == 0 && isa >= static_cast<int>(cpu::Isa::avx512_bf16) &&
-      (isa < static_cast<int>(cpu::Isa::amx) || rows <= cpu::kMaxRowsBesideAmx)) {
-    cpu::Decode<BF16>(p, k, cpu::kernels(cpu::Isa::avx512_bf16), rows).run();
-    return true;
-  }
-  return false;
+  const bool products = p.head_dim_qk % 2 == 0 && isa >= static_cast<int>(cpu::Isa::avx512_bf16) &&
+                        (isa < static_cast<int>(cpu::Isa::amx) || rows <= cpu::kMaxRowsBesideAmx);
+  if (products) cpu::Decode<BF16>(p, k, cpu::kernels(cpu::Isa::avx512_bf16), rows).run();
+  else cpu::Decode<BF16, false>(p, k, k, rows).run();
+  return true;
 }
 
 }  // namespace flashattn::detail

@@ -190,12 +190,23 @@ bool f16_to_f32(const uint16_t* x, int64_t ldx, int64_t rows, int64_t cols, floa
   return bad == 0;
 }
 
+bool bf16_to_f32(const uint16_t* x, int64_t ldx, int64_t rows, int64_t cols, float* y, int64_t ldy) {
+  uint32_t bad = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const uint16_t h = x[r * ldx + c];
+      bad |= finite_bits<BF16>(h) ? 0u : 1u;
+      y[r * ldy + c] = bf16_to_float(h);
+    }
+  return bad == 0;
+}
+
 const Kernels& portable_kernels() {
   static const Kernels k{Isa::portable, gemm_nn,   nullptr,      nullptr,    nullptr,
                          row_max,       exp_sum,   exp_sub_vec,  scale_row,  softmax_grad_vec,
                          dot,           to_bf16,   to_bf16_vnni, nullptr,    finite_f32,
-                         bf16_vnni,     f16_to_f32,   nullptr,    nullptr,
-                         nullptr};
+                         bf16_vnni,     f16_to_f32,   bf16_to_f32, nullptr,
+                         nullptr,       nullptr};
   return k;
 }
 

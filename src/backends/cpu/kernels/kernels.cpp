@@ -27,6 +27,7 @@ Kernels avx512_table(Isa isa) {
                  finite_f32_avx512,
                  bf16_vnni_avx512,
                  f16_to_f32_avx512,
+                 bf16_to_f32_avx512,
                  nullptr,
                  nullptr,
                  nullptr};

@@ -94,6 +94,8 @@ struct Kernels {
   // fp16 rows x (rows x cols, leading dimension ldx) widened to fp32 in y
   // (leading dimension ldy), exactly; returns whether every element is finite.
   bool (*f16_to_f32)(const uint16_t* x, int64_t ldx, int64_t rows, int64_t cols, float* y, int64_t ldy);
+  // The same for bf16 rows (the decoding path's fp32 form of bf16, decode.cpp).
+  bool (*bf16_to_f32)(const uint16_t* x, int64_t ldx, int64_t rows, int64_t cols, float* y, int64_t ldy);
   // The bf16 backward's element-wise work of a tile pair in one pass (instead
   // of exp_sub_vec, softmax_grad_vec, two to_bf16 and to_bf16_vnni):
   // p = exp(scale s - m) (0 where that is -inf), ds = p (dp - d) scale_ds (0

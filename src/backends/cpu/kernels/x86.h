@@ -30,6 +30,7 @@ bool finite_f32_avx512(const float* x, int64_t ldx, int64_t rows, int64_t cols);
 bool bf16_vnni_avx512(const uint16_t* x, int64_t ldx, int64_t rows, int64_t rows_p, int64_t cols, int64_t cols_p,
                       uint16_t* y);
 bool f16_to_f32_avx512(const uint16_t* x, int64_t ldx, int64_t rows, int64_t cols, float* y, int64_t ldy);
+bool bf16_to_f32_avx512(const uint16_t* x, int64_t ldx, int64_t rows, int64_t cols, float* y, int64_t ldy);
 
 // bf16_avx512.cpp (AVX512-BF16)
 void gemm_bf16_avx512(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
