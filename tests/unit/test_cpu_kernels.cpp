@@ -363,6 +363,16 @@ TEST_P(CpuKernels, F16Widening) {
   h[4 * 24 + 18] = 0xFE00;  // NaN
   EXPECT_FALSE(k().f16_to_f32(h.data(), 24, 5, 19, y.data(), 20));
   EXPECT_TRUE(std::isnan(y[4 * 20 + 18]));
+  // Every fp16 value, as 16 rows of 4096 (a NaN stays NaN; vcvtph2ps quiets signalling ones).
+  std::vector<uint16_t> all(65536);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+  std::vector<float> wide(all.size());
+  EXPECT_FALSE(k().f16_to_f32(all.data(), 4096, 16, 4096, wide.data(), 4096));
+  for (size_t i = 0; i < all.size(); ++i) {
+    const float want = flashattn::fp16_to_float(all[i]);
+    if (std::isnan(want)) ASSERT_TRUE(std::isnan(wide[i])) << std::hex << i;
+    else ASSERT_EQ(std::memcmp(&wide[i], &want, 4), 0) << std::hex << i;
+  }
 }
 
 // bf16 tiles widened exactly (subnormals, -0, inf, NaN), with the finite test.

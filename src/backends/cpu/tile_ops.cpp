@@ -179,18 +179,46 @@ bool bf16_vnni(const uint16_t* x, int64_t ldx, int64_t rows, int64_t rows_p, int
   return bad == 0;
 }
 
-bool f16_to_f32(const uint16_t* x, int64_t ldx, int64_t rows, int64_t cols, float* y, int64_t ldy) {
+namespace {
+// fp16 bits to fp32 with selects only, so the loops over it vectorise (numeric.h's
+// fp16_to_float normalises subnormals in a loop): exponent and mantissa shifted
+// into place and the exponent rebiased; inf / NaN take the rest of the way to
+// 255; a subnormal (or zero) is rebiased as if normal and its implicit one
+// taken away by one exact fp32 subtraction.
+inline float fp16_bits_to_float(uint16_t h) {
+  constexpr uint32_t kExp = 0x7C00u << 13;  // fp16's exponent field, shifted
+  const uint32_t shifted = static_cast<uint32_t>(h & 0x7FFFu) << 13;
+  const uint32_t exp = shifted & kExp;
+  const uint32_t normal = shifted + ((127u - 15u) << 23);
+  const uint32_t special = normal + ((128u - 16u) << 23);
+  const uint32_t tiny_bits = normal + (1u << 23);
+  float tiny, magic;
+  const uint32_t magic_bits = 113u << 23;  // 2^-14
+  std::memcpy(&tiny, &tiny_bits, 4);
+  std::memcpy(&magic, &magic_bits, 4);
+  tiny -= magic;
+  uint32_t tiny_u;
+  std::memcpy(&tiny_u, &tiny, 4);
+  uint32_t u = exp == kExp ? special : exp == 0 ? tiny_u : normal;
+  u |= static_cast<uint32_t>(h & 0x8000u) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+}  // namespace
+
+FA_CLONES bool f16_to_f32(const uint16_t* x, int64_t ldx, int64_t rows, int64_t cols, float* y, int64_t ldy) {
   uint32_t bad = 0;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) {
       const uint16_t h = x[r * ldx + c];
       bad |= finite_bits<F16>(h) ? 0u : 1u;
-      y[r * ldy + c] = fp16_to_float(h);
+      y[r * ldy + c] = fp16_bits_to_float(h);
     }
   return bad == 0;
 }
 
-bool bf16_to_f32(const uint16_t* x, int64_t ldx, int64_t rows, int64_t cols, float* y, int64_t ldy) {
+FA_CLONES bool bf16_to_f32(const uint16_t* x, int64_t ldx, int64_t rows, int64_t cols, float* y, int64_t ldy) {
   uint32_t bad = 0;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) {
