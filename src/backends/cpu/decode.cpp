@@ -341,8 +341,8 @@ struct Decode {
       // V's tile as VNNI pairs, panels of 16 columns (nk_e * 16 apart), zero past nk and dv.
       finite = k.bf16_vnni(v, p.v_row_stride, nk, nk_e, dv, dv_ld, w.v16.data());
       if (!finite)
-        for (uint16_t& x : w.v16)
-          if (!finite_bits<BF16>(x)) x = 0;
+        for (int64_t e = 0; e < nk_e * dv_ld; ++e)  // the tile's panels
+          if (!finite_bits<BF16>(w.v16[static_cast<size_t>(e)])) w.v16[static_cast<size_t>(e)] = 0;
       g.gemm_bf16(rows, dv_ld, nk_e, w.p16.data(), kTileKeys, w.v16.data(), nk_e * 16, st.o.data(), dv_ld, true);
     } else {
       for (int64_t c = 0; c < rows; ++c)
