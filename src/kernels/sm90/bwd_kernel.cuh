@@ -56,6 +56,31 @@ __device__ __forceinline__ uint32_t opaque(uint32_t x) {
   return x;
 }
 
+// FLASHATTN_SM90_BWD_ATOMIC_DQ (an A/B switch, 0 by default; kernel_notes, sm90
+// backward v33): dQ's partial sums added from the accumulator's registers by vector
+// atomics (RED.F32x2) instead of shared-memory staging and a TMA reduce-add, in the
+// kernels without score modifiers (the deterministic mode is a kMods kernel: it
+// orders reduce-adds). 1: by product (hd192, hd256); 3: every head dim (the
+// accumulator then in plain column order); 2 and 4: the same with the adds left
+// out, timing probes only (dQ is wrong).
+template <typename Traits, bool kMods>
+inline constexpr bool kAtomicDq =
+    !kMods && (FLASHATTN_SM90_BWD_ATOMIC_DQ >= 3 || (FLASHATTN_SM90_BWD_ATOMIC_DQ >= 1 && Traits::kByProduct));
+inline constexpr bool kAtomicDqAdds = FLASHATTN_SM90_BWD_ATOMIC_DQ % 2 == 1;
+
+// A step's dQ (a thread's accumulator acc, (row, column) of each element in rc)
+// added to the fp32 accumulator tile (rows kLd floats apart), two columns per
+// vector atomic; rows from rows_left on (past the sequence) left out.
+template <int kLd, typename Acc, typename Coord>
+__device__ __forceinline__ void add_dq_atomic(const Acc& acc, const Coord& rc, float* tile, int rows_left) {
+  CUTE_UNROLL
+  for (int e = 0; e < size(acc); e += 2) {
+    const int r = get<0>(rc(e)), c = get<1>(rc(e));
+    if (kAtomicDqAdds && r < rows_left)
+      atomicAdd(reinterpret_cast<float2*>(tile + r * kLd + c), make_float2(acc(e), acc(e + 1)));
+  }
+}
+
 template <typename Traits>
 struct BwdArgs {
   BwdKernelParams p;
@@ -81,14 +106,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   constexpr int kStages = Traits::kStages, kDqCols = Traits::kDqCols;
   constexpr bool kSplitN = Traits::kDqSplitN;
   constexpr bool kDsFirst = Traits::kDsFirst;
-  // By product without score modifiers, FLASHATTN_SM90_BWD_ATOMIC_DQ (an A/B
-  // switch, off by default; kernel_notes, sm90 backward v33): dQ's partial sums
-  // added from the accumulator's registers by vector atomics (RED.F32x2), no
-  // staging, the Q / dO stage handed back as soon as the step's products have
-  // read it. = 2 is a timing probe only (the adds left out: dQ is wrong).
-  constexpr int kAtomicDqMode = FLASHATTN_SM90_BWD_ATOMIC_DQ;
-  constexpr bool kAtomicDq = Traits::kByProduct && !kMods && kAtomicDqMode != 0;
-  constexpr int kEmptyArrivals = kAtomicDq ? Traits::kConsumerThreads : Traits::kEmptyArrivals;
+  // dQ by atomics (kAtomicDq above): by product, every consumer thread hands
+  // the Q / dO stage back as soon as its products have read it.
+  constexpr bool kAtomic = kAtomicDq<Traits, kMods>;
+  constexpr int kEmptyArrivals = kAtomic ? Traits::kConsumerThreads : Traits::kEmptyArrivals;
   const BwdKernelParams& p = args.p;
   extern __shared__ __align__(1024) char smem_raw[];
   auto& smem = *reinterpret_cast<typename Traits::SharedStorage*>(smem_raw);
@@ -268,6 +289,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   };
   // Score modifiers (ScoreMods, kMods only): softcap's factor where it is on.
   const bool with_cap = kMods && p.softcap > 0.f;
+  // The fp32 dQ accumulator's tile of query head h from row m0 (kAtomic): row
+  // slots in LSE order, [B, Hq, Sq] or [Hq, total_q], head dim floats each.
+  auto dq_tile = [&](int h, int m0) {
+    const int64_t rows = packed ? p.total_q : p.seqlen_q;
+    return p.dq_accum + ((int64_t(bb) * p.heads_q + h) * rows + sl.q_offset + m0) * kHeadDim;
+  };
   auto head_slope = [&](int h) {
     return kMods && p.alibi_slopes != nullptr ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.f;
   };
@@ -344,7 +371,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       wgmma_issue<true, false>(mma_sdp, tSrA, tSrB(_, _, _, s), acc);
       // The previous step's reduce-add has read its staging: that stage goes
       // back to the producer (both leaders; kEmptyArrivals = 2).
-      if (!kAtomicDq && dq_leader && step > 0) {
+      if (!kAtomic && dq_leader && step > 0) {
         tma_store_wait<0>();
         Barrier::arrive(&smem.empty[(step - 1) % kStages]);
       }
@@ -412,17 +439,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       warpgroup_wait<0>();
       warpgroup_fence_operand(acc_kv);
       warpgroup_fence_operand(acc_dq);
-      if constexpr (kAtomicDq) {
+      if constexpr (kAtomic) {
         Barrier::arrive(&smem.empty[s]);  // this thread's products have read the stage
-        const int rows_left = seqlen_q - m0;
-        float* const dq_tile = p.dq_accum + (int64_t(bb) * p.heads_q + step_head(step)) * int64_t(rows_q) * kHeadDim +
-                               (sl.q_offset + m0) * kHeadDim + group * kDqCols;
-        CUTE_UNROLL
-        for (int e = 0; e < size(acc_dq); e += 2) {
-          const int r = get<0>(tdQc(e)), c = get<1>(tdQc(e));
-          if (kAtomicDqMode == 1 && r < rows_left)
-            atomicAdd(reinterpret_cast<float2*>(dq_tile + r * kHeadDim + c), make_float2(acc_dq(e), acc_dq(e + 1)));
-        }
+        add_dq_atomic<kHeadDim>(acc_dq, tdQc, dq_tile(step_head(step), m0) + group * kDqCols, seqlen_q - m0);
         continue;
       }
       // Staging in this step's dO (group 0) / Q (group 1) stage: its other
@@ -449,7 +468,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         if (det) order_release(h, m_block, group);
       }
     }
-    if (!kAtomicDq && dq_leader) tma_store_wait<0>();
+    if (!kAtomic && dq_leader) tma_store_wait<0>();
 
     // Epilogue: dV (group 0) or dK (group 1) straight from registers, keys past
     // the sequence not written.
@@ -516,6 +535,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     Tensor tdQoff = thr_dq.partition_C(
         make_tensor(counting_iterator<int>{0}, typename Traits::SmemLayoutdQMma{}.layout_b()));
     char* const sdQ_bytes = reinterpret_cast<char*>(smem.dq.data());
+    Tensor tdQc = thr_dq.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
     const bool dq_leader = tidx % 128 == 0;
     const int rows_q = int(packed ? p.total_q : p.seqlen_q);
     Tensor mdQ = args.tma_dq.get_tma_tensor(make_shape(rows_q, kHeadDim, int(p.heads_q), batches));
@@ -667,7 +687,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       // issued below (the previous step's dQ staging).
       cutlass::arch::fence_view_async_shared();
       // The reduce-add of two steps ago has read the buffer this step writes.
-      if (dq_leader) tma_store_wait<0>();
+      if (!kAtomic && dq_leader) tma_store_wait<0>();
       cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads, 0);
 
       Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
@@ -675,10 +695,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       wgmma_issue<false, true>(mma_dkv, tdKrdS, tdKrQ(_, _, _, s), acc_dk);
       // Under dQ and dK: the previous step's staging, published by the fence and
       // barrier above.
-      if (dq_leader && step > 0) issue_dq_ordered(step - 1, prev.h, prev.m);
+      if (!kAtomic && dq_leader && step > 0) issue_dq_ordered(step - 1, prev.h, prev.m);
       warpgroup_wait<1>();  // dV and dQ are in; dK runs under dQ's staging
       warpgroup_fence_operand(acc_dq);
-      stage_dq(acc_dq, step & 1);
+      if constexpr (kAtomic) add_dq_atomic<kHeadDim>(acc_dq, tdQc, dq_tile(h, m0), seqlen_q - m0);
+      else stage_dq(acc_dq, step & 1);
       warpgroup_wait<0>();
       warpgroup_fence_operand(acc_dv);
       warpgroup_fence_operand(acc_dk);
@@ -686,12 +707,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     }
     // The last step's staging: its fence, the group's barrier (group g wrote
     // only its own tile), its reduce-add.
-    if (n_steps > 0) {
+    if (!kAtomic && n_steps > 0) {
       cutlass::arch::fence_view_async_shared();
       group_sync();
       if (dq_leader) issue_dq_ordered(n_steps - 1, prev.h, prev.m);
     }
-    if (dq_leader) tma_store_wait<0>();
+    if (!kAtomic && dq_leader) tma_store_wait<0>();
 
     // Epilogue: dK and dV straight from registers (pairs of columns), keys past
     // the sequence not written. dS already carries the softmax scale.

@@ -69,7 +69,9 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
   }
   if (p.seqlen_q > 0) {
     const dim3 grid(detail::row_blocks(p.seqlen_q, p.head_dim_qk), hq, batch);
-    using Cols = std::conditional_t<Traits::kDqColPerm, DqPermCols<Traits::kDqSwizzleBits>, detail::DqPlainCols>;
+    // Staged dQ permutes its columns (by keys, dq_layout.h); atomics add them in order.
+    using Cols = std::conditional_t<Traits::kDqColPerm && !kAtomicDq<Traits, kMods>, DqPermCols<Traits::kDqSwizzleBits>,
+                                    detail::DqPlainCols>;
     detail::dq_convert_kernel<Element, false, Cols><<<grid, detail::kRowThreads, 0, stream>>>(p);
   }
   return cudaGetLastError();
