@@ -19,11 +19,14 @@ namespace cpu = flashattn::detail::cpu;
 // aligns the mask bottom-right: row i sees keys 0..36+i, all in one key tile.
 constexpr int64_t kB = 2, kS = 40, kHq = 2, kHkv = 1, kD = 16;
 struct Shape {
-  int64_t sq, sk;
+  int64_t sq, sk, hq = kHq, hkv = kHkv, dqk = kD, dv = kD;
 };
 constexpr Shape kSquare{kS, kS}, kDecoding{4, kS};
+// The decoding path's strided case: two kv heads (V rows 2 Dv apart), Dqk != Dv,
+// three key tiles of 64 (the last partial), 6 query rows per kv head.
+constexpr Shape kDecodingWide{2, 150, 6, 2, 24, 40};
 Case poison_case(DType dt, Shape s = kSquare) {
-  return Case("poison").batch(kB).seq(s.sq, s.sk).heads(kHq, kHkv).dims(kD, kD).causal_mask().type(dt);
+  return Case("poison").batch(kB).seq(s.sq, s.sk).heads(s.hq, s.hkv).dims(s.dqk, s.dv).causal_mask().type(dt);
 }
 
 enum class Where { q, k, v };
@@ -47,7 +50,8 @@ void apply(Problem& p, const Poison& x) {
 bool fwd_touched(const Poison& x, int64_t b, int64_t i, int64_t h, Shape s) {
   if (b != x.b) return false;
   if (x.where == Where::q) return i == x.row && h == x.head;
-  return x.row <= i + s.sk - s.sq;  // causal: row i sees keys 0..i+Sk-Sq (kHkv == 1: every head)
+  // causal: row i sees keys 0..i+Sk-Sq; a k / v element reaches its kv head's group
+  return x.row <= i + s.sk - s.sq && h / (s.hq / s.hkv) == x.head;
 }
 
 // Leak check: every output element outside the touched rows is finite and
@@ -66,10 +70,10 @@ void check_forward_poison(const Poison& x, DType dt, const Target& t, Check chec
   int64_t leaked = 0, changed = 0, missing = 0;
   for (int64_t b = 0; b < kB; ++b)
     for (int64_t i = 0; i < s.sq; ++i)
-      for (int64_t h = 0; h < kHq; ++h) {
+      for (int64_t h = 0; h < s.hq; ++h) {
         const bool touched = fwd_touched(x, b, i, h, s);
-        for (int64_t c = 0; c < kD; ++c) {
-          const int64_t e = ((b * s.sq + i) * kHq + h) * kD + c;
+        for (int64_t c = 0; c < s.dv; ++c) {
+          const int64_t e = ((b * s.sq + i) * s.hq + h) * s.dv + c;
           const double got = fb.out.get(e);
           // v poisons one column of the rows that see it; q and k whole rows.
           const bool reached = touched && (x.where != Where::v || c == x.col);
@@ -80,7 +84,7 @@ void check_forward_poison(const Poison& x, DType dt, const Target& t, Check chec
             changed += std::isfinite(got) && got != fc.out.get(e);
           }
         }
-        const double l = fb.lse.get((b * kHq + h) * s.sq + i);
+        const double l = fb.lse.get((b * s.hq + h) * s.sq + i);
         if (touched && x.where != Where::v) missing += !std::isnan(l);
         if (!touched) leaked += !std::isfinite(l);
       }
@@ -217,15 +221,22 @@ TEST(NaNPropagation, DecodingPathConfinedAtEveryLevel) {
       {Where::k, 0, 38, 0, 0, -kInf}, {Where::k, 1, 5, 0, 4, kNaNv},   {Where::v, 1, 39, 0, 3, kNaNv},
       {Where::v, 0, 37, 0, 0, kInf},  {Where::v, 0, 38, 0, 5, -kInf},  {Where::v, 1, 0, 0, 1, kNaNv},
   };
+  // The strided case: k / v poisons in kv head 1 (rows 1-2 of 2 see keys 148-149
+  // only in part: row 0 sees keys 0..148), q in head 4 (kv head 1's group).
+  const std::vector<Poison> wide = {
+      {Where::q, 1, 1, 4, 20, kNaNv},  {Where::k, 0, 149, 1, 23, kNaNv}, {Where::k, 1, 70, 1, 0, kInf},
+      {Where::v, 0, 149, 1, 39, kNaNv}, {Where::v, 1, 149, 1, 0, -kInf}, {Where::v, 1, 100, 0, 17, kNaNv},
+  };
   for (cpu::Isa isa : {cpu::Isa::portable, cpu::Isa::avx512, cpu::Isa::avx512_bf16, cpu::Isa::amx}) {
     if (static_cast<int>(isa) > static_cast<int>(cpu::supported_isa())) continue;
     SCOPED_TRACE(cpu::isa_name(isa));
     cpu::force_isa(isa);
-    for (const Poison& x : leaks)
-      for (DType dt : kDtypes) {
-        check_forward_poison(x, dt, cpu_target(), Check::leak, kDecoding);
-        if (std::isnan(x.value)) check_forward_poison(x, dt, cpu_target(), Check::reach, kDecoding);
-      }
+    for (const auto& [shape, poisons] : {std::pair{kDecoding, leaks}, std::pair{kDecodingWide, wide}})
+      for (const Poison& x : poisons)
+        for (DType dt : kDtypes) {
+          check_forward_poison(x, dt, cpu_target(), Check::leak, shape);
+          if (std::isnan(x.value)) check_forward_poison(x, dt, cpu_target(), Check::reach, shape);
+        }
     cpu::reset_forced_isa();
   }
 }
