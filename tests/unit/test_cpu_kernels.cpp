@@ -345,58 +345,49 @@ TEST_P(CpuKernels, Bf16Split) {
   for (int j = 128; j < 136; ++j) ASSERT_EQ(hi[j] & lo[j], 0xFFFF) << j;
 }
 
-// fp16 tiles widened exactly (subnormals, inf, NaN), with the finite test.
-TEST_P(CpuKernels, F16Widening) {
+// 16-bit tiles widened exactly (subnormals, -0, inf, NaN) with the finite test:
+// a strided 5 x 19 tile (an inf past the columns read), -inf and NaN inside it,
+// then every 16-bit value as 16 rows of 4096 (a NaN stays NaN; vcvtph2ps quiets
+// signalling ones).
+using Widen = bool (*)(const uint16_t*, int64_t, int64_t, int64_t, float*, int64_t);
+void check_widening(Widen widen, float (*to_float)(uint16_t), uint16_t (*from_float)(float), uint16_t inf) {
   std::vector<uint16_t> h(5 * 24);
   const auto f = random_floats(h.size(), 15);
-  for (size_t i = 0; i < h.size(); ++i) h[i] = flashattn::float_to_fp16(f[i]);
+  for (size_t i = 0; i < h.size(); ++i) h[i] = from_float(f[i]);
   h[0] = 0x0001;  // the smallest subnormal
   h[1] = 0x8000;  // -0
-  h[23] = 0x7C00;  // inf, past the columns read
+  h[23] = inf;    // past the columns read
   std::vector<float> y(5 * 20, -1.f);
-  EXPECT_TRUE(k().f16_to_f32(h.data(), 24, 5, 19, y.data(), 20));
+  EXPECT_TRUE(widen(h.data(), 24, 5, 19, y.data(), 20));
   for (int r = 0; r < 5; ++r)
     for (int c = 0; c < 20; ++c) {
-      const float want = c < 19 ? flashattn::fp16_to_float(h[r * 24 + c]) : -1.f;
+      const float want = c < 19 ? to_float(h[r * 24 + c]) : -1.f;
       ASSERT_EQ(std::memcmp(&y[r * 20 + c], &want, 4), 0) << r << "," << c;
     }
-  h[4 * 24 + 18] = 0xFE00;  // NaN
-  EXPECT_FALSE(k().f16_to_f32(h.data(), 24, 5, 19, y.data(), 20));
+  h[2 * 24 + 5] = inf | 0x8000;  // -inf
+  EXPECT_FALSE(widen(h.data(), 24, 5, 19, y.data(), 20));
+  EXPECT_EQ(y[2 * 20 + 5], -std::numeric_limits<float>::infinity());
+  h[2 * 24 + 5] = 0;
+  h[4 * 24 + 18] = inf | 1;  // NaN
+  EXPECT_FALSE(widen(h.data(), 24, 5, 19, y.data(), 20));
   EXPECT_TRUE(std::isnan(y[4 * 20 + 18]));
-  // Every fp16 value, as 16 rows of 4096 (a NaN stays NaN; vcvtph2ps quiets signalling ones).
   std::vector<uint16_t> all(65536);
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
   std::vector<float> wide(all.size());
-  EXPECT_FALSE(k().f16_to_f32(all.data(), 4096, 16, 4096, wide.data(), 4096));
+  EXPECT_FALSE(widen(all.data(), 4096, 16, 4096, wide.data(), 4096));
   for (size_t i = 0; i < all.size(); ++i) {
-    const float want = flashattn::fp16_to_float(all[i]);
+    const float want = to_float(all[i]);
     if (std::isnan(want)) ASSERT_TRUE(std::isnan(wide[i])) << std::hex << i;
     else ASSERT_EQ(std::memcmp(&wide[i], &want, 4), 0) << std::hex << i;
   }
 }
 
-// bf16 tiles widened exactly (subnormals, -0, inf, NaN), with the finite test.
+TEST_P(CpuKernels, F16Widening) {
+  check_widening(k().f16_to_f32, flashattn::fp16_to_float, flashattn::float_to_fp16, 0x7C00);
+}
+
 TEST_P(CpuKernels, Bf16Widening) {
-  std::vector<uint16_t> h(5 * 24);
-  const auto f = random_floats(h.size(), 16);
-  for (size_t i = 0; i < h.size(); ++i) h[i] = flashattn::float_to_bf16(f[i]);
-  h[0] = 0x0001;   // the smallest subnormal
-  h[1] = 0x8000;   // -0
-  h[23] = 0x7F80;  // inf, past the columns read
-  std::vector<float> y(5 * 20, -1.f);
-  EXPECT_TRUE(k().bf16_to_f32(h.data(), 24, 5, 19, y.data(), 20));
-  for (int r = 0; r < 5; ++r)
-    for (int c = 0; c < 20; ++c) {
-      const float want = c < 19 ? flashattn::bf16_to_float(h[r * 24 + c]) : -1.f;
-      ASSERT_EQ(std::memcmp(&y[r * 20 + c], &want, 4), 0) << r << "," << c;
-    }
-  h[2 * 24 + 5] = 0xFF80;  // -inf
-  EXPECT_FALSE(k().bf16_to_f32(h.data(), 24, 5, 19, y.data(), 20));
-  EXPECT_EQ(y[2 * 20 + 5], -std::numeric_limits<float>::infinity());
-  h[2 * 24 + 5] = 0x3F80;
-  h[4 * 24 + 18] = 0x7FC1;  // NaN
-  EXPECT_FALSE(k().bf16_to_f32(h.data(), 24, 5, 19, y.data(), 20));
-  EXPECT_TRUE(std::isnan(y[4 * 20 + 18]));
+  check_widening(k().bf16_to_f32, flashattn::bf16_to_float, flashattn::float_to_bf16, 0x7F80);
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, CpuKernels, ::testing::ValuesIn(kLevels), level_name);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 // One clone per x86-64 level; the loader picks the best the CPU has.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -199,7 +200,10 @@ inline float fp16_bits_to_float(uint16_t h) {
   tiny -= magic;
   uint32_t tiny_u;
   std::memcpy(&tiny_u, &tiny, 4);
-  uint32_t u = exp == kExp ? special : exp == 0 ? tiny_u : normal;
+  // The selects as masks: GCC turns ternaries here into branches at AVX2.
+  const uint32_t is_special = 0u - static_cast<uint32_t>(exp == kExp);
+  const uint32_t is_tiny = 0u - static_cast<uint32_t>(exp == 0);
+  uint32_t u = (special & is_special) | (tiny_u & is_tiny) | (normal & ~(is_special | is_tiny));
   u |= static_cast<uint32_t>(h & 0x8000u) << 16;
   float f;
   std::memcpy(&f, &u, 4);
@@ -207,26 +211,27 @@ inline float fp16_bits_to_float(uint16_t h) {
 }
 }  // namespace
 
-FA_CLONES bool f16_to_f32(const uint16_t* x, int64_t ldx, int64_t rows, int64_t cols, float* y, int64_t ldy) {
+// 16-bit rows widened to fp32, with the finite test; inlined into each clone
+// of its callers, so it is vectorised for each level.
+template <typename Elem>
+inline __attribute__((always_inline)) bool widen_rows(const uint16_t* x, int64_t ldx, int64_t rows, int64_t cols,
+                                                      float* y, int64_t ldy) {
   uint32_t bad = 0;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) {
       const uint16_t h = x[r * ldx + c];
-      bad |= finite_bits<F16>(h) ? 0u : 1u;
-      y[r * ldy + c] = fp16_bits_to_float(h);
+      bad |= finite_bits<Elem>(h) ? 0u : 1u;
+      y[r * ldy + c] = std::is_same_v<Elem, F16> ? fp16_bits_to_float(h) : bf16_to_float(h);
     }
   return bad == 0;
 }
 
+FA_CLONES bool f16_to_f32(const uint16_t* x, int64_t ldx, int64_t rows, int64_t cols, float* y, int64_t ldy) {
+  return widen_rows<F16>(x, ldx, rows, cols, y, ldy);
+}
+
 FA_CLONES bool bf16_to_f32(const uint16_t* x, int64_t ldx, int64_t rows, int64_t cols, float* y, int64_t ldy) {
-  uint32_t bad = 0;
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) {
-      const uint16_t h = x[r * ldx + c];
-      bad |= finite_bits<BF16>(h) ? 0u : 1u;
-      y[r * ldy + c] = bf16_to_float(h);
-    }
-  return bad == 0;
+  return widen_rows<BF16>(x, ldx, rows, cols, y, ldy);
 }
 
 const Kernels& portable_kernels() {

@@ -236,34 +236,35 @@ FA_AVX512 bool bf16_vnni_avx512(const uint16_t* x, int64_t ldx, int64_t rows, in
   return bad == 0;
 }
 
-// vcvtph2ps widens exactly (subnormals, inf and NaN included).
-FA_AVX512 bool f16_to_f32_avx512(const uint16_t* x, int64_t ldx, int64_t rows, int64_t cols, float* y,
-                                 int64_t ldy) {
-  const __m256i exp_bits = _mm256_set1_epi16(0x7C00);
+// 16-bit rows widened to fp32 exactly, with the finite test on the exponent bits:
+// fp16 by vcvtph2ps (subnormals, inf and NaN included), bf16 (fp32's upper half)
+// by a shift.
+template <bool kBf16>
+FA_AVX512 static inline bool widen_avx512(const uint16_t* x, int64_t ldx, int64_t rows, int64_t cols, float* y,
+                                          int64_t ldy) {
+  const __m256i exp_bits = _mm256_set1_epi16(kBf16 ? 0x7F80 : 0x7C00);
   __mmask16 bad = 0;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; c += kW) {
       const __mmask16 t = tail_mask(cols - c);
       const __m256i h = _mm256_maskz_loadu_epi16(t, x + r * ldx + c);
       bad |= _mm256_cmpeq_epi16_mask(_mm256_and_si256(h, exp_bits), exp_bits);
-      _mm512_mask_storeu_ps(y + r * ldy + c, t, _mm512_cvtph_ps(h));
+      __m512 f;
+      if constexpr (kBf16) f = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+      else f = _mm512_cvtph_ps(h);
+      _mm512_mask_storeu_ps(y + r * ldy + c, t, f);
     }
   return bad == 0;
 }
 
-// bf16 is fp32's upper half: widened by a shift, exactly.
+FA_AVX512 bool f16_to_f32_avx512(const uint16_t* x, int64_t ldx, int64_t rows, int64_t cols, float* y,
+                                 int64_t ldy) {
+  return widen_avx512<false>(x, ldx, rows, cols, y, ldy);
+}
+
 FA_AVX512 bool bf16_to_f32_avx512(const uint16_t* x, int64_t ldx, int64_t rows, int64_t cols, float* y,
                                   int64_t ldy) {
-  const __m256i exp_bits = _mm256_set1_epi16(0x7F80);
-  __mmask16 bad = 0;
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; c += kW) {
-      const __mmask16 t = tail_mask(cols - c);
-      const __m256i h = _mm256_maskz_loadu_epi16(t, x + r * ldx + c);
-      bad |= _mm256_cmpeq_epi16_mask(_mm256_and_si256(h, exp_bits), exp_bits);
-      _mm512_mask_storeu_ps(y + r * ldy + c, t, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
-    }
-  return bad == 0;
+  return widen_avx512<true>(x, ldx, rows, cols, y, ldy);
 }
 
 }  // namespace flashattn::detail::cpu::x86
