@@ -197,7 +197,7 @@ struct Decode {
     explicit Scratch(const Decode& d)
         : heads(static_cast<size_t>(d.heads_per_work), Head(d)),
           s(kTileKeys * d.rows_cap),
-          pf(kBf16 ? 0 : d.rows_cap * kTileKeys),
+          pf(d.rows_cap * kTileKeys),  // bf16: P as its product used it, for non-finite V only
           m_new(d.rows_cap),
           alpha(d.rows_cap),
           tmax(d.rows_cap),
@@ -370,19 +370,13 @@ struct Decode {
       }
       g.gemm_f32(rows, dv, nk, w.pf.data(), kTileKeys, vt, ldv, st.o.data(), dv_ld, true);
     }
-    if (!finite)
-      for (int64_t j = 0; j < nk; ++j) {
-        load_row<Elem>(v, j * p.v_row_stride, dv, w.row.data());
-        for (int64_t d = 0; d < dv; ++d) {
-          const float x = w.row[static_cast<size_t>(d)];
-          if (x - x == 0.f) continue;
-          for (int64_t c = 0; c < rows; ++c) {
-            const size_t e = static_cast<size_t>(c * kTileKeys + j);
-            const float pj = kBf16 ? bf16_to_float(w.p16[e]) : w.pf[e];  // P as the product used it
-            if (pj != 0.f) st.o[static_cast<size_t>(c * dv_ld + d)] += pj * x;
-          }
-        }
-      }
+    if (!finite) {
+      if constexpr (kBf16)
+        for (size_t e = 0; e < static_cast<size_t>(rows * kTileKeys); ++e) w.pf[e] = bf16_to_float(w.p16[e]);
+      const HeadView vv{p.v, p.v_batch_stride, p.v_row_stride, p.v_head_stride};
+      add_nonfinite<Elem>(vv, sl, false, it.b, it.hk, j0, nk, dv, w.pf.data(), kTileKeys, rows, st.o.data(), dv_ld,
+                          w.row.data());
+    }
   }
 
   // The splits' (m, l, o) of one (sequence, kv head), items [i0, i1), merged in
