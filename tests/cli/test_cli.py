@@ -8,6 +8,7 @@ run; the seed is printed in every failure message and can be pinned with $FLASHA
 from __future__ import annotations
 
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -635,6 +636,31 @@ def test_check_rule_trials(seed, trial):
     proc = _cli(["check", "--backend", "cpu", "--seed", seed, "--max-seqlen", 1100, "--trial", trial, "-v"])
     _ok(proc, f"check seed {seed} trial {trial}")
     assert "1 passed, 0 failed" in proc.stdout, proc.stdout
+
+
+# `flashattn bench` with decoding shapes: Sq query rows against N keys, Hq query heads on
+# Hkv kv heads; the JSON row carries the shape and the contract's FLOP count (causal:
+# bottom-right aligned, query row i sees keys j <= i + N - Sq).
+@pytest.mark.parametrize("causal", [False, True])
+def test_bench_decoding_shapes(causal, tmp_path):
+    out = tmp_path / "bench.json"
+    sq, n, d, hq, hkv, b = 5, 96, 32, 4, 2, 2
+    _ok(_cli(["bench", "--backend", "cpu", "--dtype", "f32", "--hdim", d, "--seqlens", n, "--seqlen-q", sq,
+              "--kv-heads", hkv, "--model-dim", hq * d, "--batch-tokens", b * n, "--repeats", 1, "--warmup", 0,
+              "--json", out, *(["--causal"] if causal else [])]), "bench")
+    row = json.loads(out.read_text())["rows"][0]
+    assert (row["seqlen_q"], row["seqlen"], row["heads"], row["heads_kv"], row["batch"]) == (sq, n, hq, hkv, b)
+    visible = sum(min(n, i + n - sq + 1) for i in range(sq)) if causal else sq * n
+    assert row["flops"] == 2 * b * hq * visible * (d + d)
+    assert row["ref_ms"] is not None and row["flash_ms"] > 0
+
+
+def test_bench_refuses_kv_heads_that_do_not_divide(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = _cli(["bench", "--backend", "cpu", "--hdim", 64, "--seqlens", 128, "--model-dim", 256,
+                 "--kv-heads", 3, "--json", out])
+    assert proc.returncode == 2 and "--kv-heads" in proc.stderr, proc.stderr
+    assert not out.exists() and proc.stdout == ""
 
 
 def test_outputs_through_links_and_devices(request, tmp_path):

@@ -32,6 +32,31 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+GridShape grid_shape(const BenchArgs& a, int64_t n, int64_t d) {
+  GridShape g{std::max<int64_t>(1, a.batch_tokens / n), a.seqlen_q > 0 ? a.seqlen_q : n, n,
+              std::max<int64_t>(1, a.model_dim / d), 0, d};
+  g.heads_kv = a.kv_heads > 0 ? a.kv_heads : g.heads;
+  if (g.heads % g.heads_kv != 0)
+    throw CliError("--kv-heads", fmt::format("{} kv heads do not divide the {} query heads of "
+                                             "D = {} (Hq = --model-dim / D)", g.heads_kv, g.heads, d));
+  return g;
+}
+
+BenchRow shaped_row(const BenchArgs& a, const GridShape& g, bool causal) {
+  BenchRow row;
+  row.seqlen = g.seqlen_k;
+  row.seqlen_q = g.seqlen_q;
+  row.head_dim = g.head_dim;
+  row.batch = g.batch;
+  row.heads = g.heads;
+  row.heads_kv = g.heads_kv;
+  row.causal = causal;
+  row.mode = a.mode;
+  row.flops = forward_flops(g.batch, g.heads, g.seqlen_q, g.seqlen_k, g.head_dim, g.head_dim, causal) *
+              (a.mode == "fwd" ? 1.0 : a.mode == "bwd" ? 2.5 : 3.5);
+  return row;
+}
+
 namespace {
 
 // CPU defaults: small enough that the default sweep (reference included) takes
@@ -49,25 +74,26 @@ constexpr double kReferenceMemoryLimit = 2.0 * 1024 * 1024 * 1024;
 // The reference runs at most --repeats times and stops after this much time.
 constexpr double kReferenceBudgetMs = 10000.0;
 
-// The buffers of one grid point: [B, N, H, D] everywhere (no GQA, Dv = D).
+// The buffers of one grid point (GridShape: Dv = D).
 struct Problem {
   HostTensor q, k, v, out, lse, dout, dq, dk, dv;
 
-  Problem(flashattn::DType dtype, int64_t b, int64_t n, int64_t h, int64_t d, bool backward) {
-    std::mt19937_64 rng(0x5eed + static_cast<uint64_t>(n * 1000 + d));
-    const std::vector<int64_t> shape{b, n, h, d};
-    for (HostTensor* t : {&q, &k, &v}) {
-      *t = HostTensor::zeros(dtype, shape);
-      fill_normal(*t, rng);
-    }
-    out = HostTensor::zeros(dtype, shape);
-    lse = HostTensor::zeros(flashattn::DType::f32, {b, h, n});
+  Problem(flashattn::DType dtype, const GridShape& g, bool backward) {
+    std::mt19937_64 rng(0x5eed + static_cast<uint64_t>(g.seqlen_k * 1000 + g.head_dim));
+    const std::vector<int64_t> qshape{g.batch, g.seqlen_q, g.heads, g.head_dim};
+    const std::vector<int64_t> kshape{g.batch, g.seqlen_k, g.heads_kv, g.head_dim};
+    q = HostTensor::zeros(dtype, qshape);
+    k = HostTensor::zeros(dtype, kshape);
+    v = HostTensor::zeros(dtype, kshape);
+    for (HostTensor* t : {&q, &k, &v}) fill_normal(*t, rng);
+    out = HostTensor::zeros(dtype, qshape);
+    lse = HostTensor::zeros(flashattn::DType::f32, {g.batch, g.heads, g.seqlen_q});
     if (backward) {
-      dout = HostTensor::zeros(dtype, shape);
+      dout = HostTensor::zeros(dtype, qshape);
       fill_normal(dout, rng);
-      dq = HostTensor::zeros(dtype, shape);
-      dk = HostTensor::zeros(dtype, shape);
-      dv = HostTensor::zeros(dtype, shape);
+      dq = HostTensor::zeros(dtype, qshape);
+      dk = HostTensor::zeros(dtype, kshape);
+      dv = HostTensor::zeros(dtype, kshape);
     }
   }
 
@@ -94,18 +120,9 @@ double time_ms(F&& f) {
 
 BenchRow bench_point(const BenchArgs& a, flashattn::DType dtype, flashattn::Backend backend,
                      int threads, int64_t n, int64_t d, bool causal) {
-  BenchRow row;
-  row.seqlen = n;
-  row.head_dim = d;
-  row.batch = std::max<int64_t>(1, a.batch_tokens / n);
-  row.heads = std::max<int64_t>(1, a.model_dim / d);
-  row.causal = causal;
-  row.mode = a.mode;
-  const double fwd = forward_flops(row.batch, row.heads, n, n, d, d, causal);
-  row.flops = fwd * (a.mode == "fwd" ? 1.0 : a.mode == "bwd" ? 2.5 : 3.5);
-
-  const bool backward = a.mode != "fwd";
-  Problem p(dtype, row.batch, n, row.heads, d, backward);
+  const GridShape g = grid_shape(a, n, d);
+  BenchRow row = shaped_row(a, g, causal);
+  Problem p(dtype, g, a.mode != "fwd");
   flashattn::Options opt;
   opt.causal = causal;
   opt.backend = backend;
@@ -132,7 +149,7 @@ BenchRow bench_point(const BenchArgs& a, flashattn::DType dtype, flashattn::Back
   // Reference: O(N^2) doubles per (batch, head) in flight, one per thread.
   const int64_t work = row.batch * row.heads;
   const double ref_bytes = static_cast<double>(std::min<int64_t>(threads, work)) *
-                           static_cast<double>(n) * static_cast<double>(n) * 8.0;
+                           static_cast<double>(g.seqlen_q) * static_cast<double>(n) * 8.0;
   if (a.no_reference) {
     row.ref_skipped = "--no-reference";
   } else if (backend == flashattn::Backend::reference) {
@@ -191,8 +208,11 @@ int run_bench(BenchArgs& a, const CLI::App& app) {
   if (!a.json.empty()) check_output_paths({{"--json", a.json, nullptr}});
 
   const int threads = cuda ? 0 : a.threads > 0 ? a.threads : omp_get_max_threads();
+  for (int64_t d : a.hdims)  // every shape refused before any point runs
+    for (int64_t n : a.seqlens) grid_shape(a, n, d);
   BenchMeta meta{flashattn::to_string(flashattn::resolve_backend(backend, {})), a.dtype, threads,
-                 a.batch_tokens, a.model_dim, a.warmup, a.repeats, cuda ? device_name() : ""};
+                 a.batch_tokens, a.model_dim, a.warmup, a.repeats, cuda ? device_name() : "",
+                 a.seqlen_q > 0 || a.kv_heads > 0};
   std::vector<BenchRow> rows;
   if (cuda) {
     rows = run_bench_cuda(a, dtype, meta);
@@ -228,7 +248,9 @@ Command add_bench_command(CLI::App& root) {
       "bench", "Time a backend on the contract's grid (on the CPU, against the float64 reference)");
   app->footer(
       "The grid: B*N = --batch-tokens, Hq*D = --model-dim, so B = max(1, tokens/N) and "
-      "Hq = max(1, model_dim/D); Dv = Dqk = D, Hkv = Hq, random normal inputs. TFLOP/s count "
+      "Hq = max(1, model_dim/D); Dv = Dqk = D, Hkv = Hq, Sq = N, random normal inputs. "
+      "--seqlen-q and --kv-heads give decoding shapes: Sq query rows per sequence against N "
+      "keys (causal: bottom-right aligned), Hq query heads sharing Hkv kv heads. TFLOP/s count "
       "2*B*Hq*visible(i,j)*(Dqk+Dv) for the forward, 2.5x for the backward. Rows are timed "
       "only, never checked for accuracy (flashattn check does that).\n"
       "CPU (cpu, reference): defaults --dtype f32 --hdim 128 --seqlens 512,1024,2048,4096 "
@@ -253,6 +275,11 @@ Command add_bench_command(CLI::App& root) {
   app->add_option("--seqlens", args->seqlens,
                   "sequence lengths N (default 512,1024,2048,4096; cuda up to 16384)")
       ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  app->add_option("--seqlen-q", args->seqlen_q,
+                  "query rows per sequence (default: N, the square grid), e.g. 1 for decoding")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--kv-heads", args->kv_heads, "kv heads (default: Hq); must divide Hq (GQA / MQA)")
       ->check(CLI::PositiveNumber);
   app->add_flag("--causal", args->causal, "causal mask");
   app->add_flag("--both-masks", args->both_masks, "each point without and with the causal mask");

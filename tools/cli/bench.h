@@ -18,13 +18,15 @@ struct BenchArgs {
   bool causal = false, both_masks = false;
   std::string mode = "fwd";
   int64_t batch_tokens = 0, model_dim = 0;
+  int64_t seqlen_q = 0, kv_heads = 0;  // 0: Sq = N, Hkv = Hq (the square grid)
   int repeats = 5, warmup = 1, threads = 0;
   bool no_reference = false, progress = false;
   std::string json;
 };
 
 struct BenchRow {
-  int64_t seqlen = 0, head_dim = 0, batch = 0, heads = 0;
+  int64_t seqlen = 0, head_dim = 0, batch = 0, heads = 0;  // seqlen: the keys' N
+  int64_t seqlen_q = 0, heads_kv = 0;
   bool causal = false;
   std::string mode;  // fwd | bwd | fwdbwd
   double flops = 0;  // by the contract's count
@@ -49,7 +51,18 @@ struct BenchMeta {
   int64_t batch_tokens = 0, model_dim = 0;
   int warmup = 0, repeats = 0;
   std::string device;  // the GPU's name; empty on the host
+  bool shaped = false;  // --seqlen-q or --kv-heads given: the table shows Sq and Hkv
 };
+
+// The tensors of one grid point: q, out, dout [B, Sq, Hq, D], k, v [B, N, Hkv, D].
+struct GridShape {
+  int64_t batch, seqlen_q, seqlen_k, heads, heads_kv, head_dim;
+};
+// B = max(1, batch tokens / N), Hq = max(1, model dim / D), Sq and Hkv from
+// --seqlen-q and --kv-heads; a --kv-heads that does not divide Hq is refused.
+GridShape grid_shape(const BenchArgs& args, int64_t n, int64_t d);
+// A row's shape fields and its FLOPs (the contract's count, mode included).
+BenchRow shaped_row(const BenchArgs& args, const GridShape& g, bool causal);
 
 void print_bench_header(const BenchMeta& meta);
 void print_bench_row(const BenchMeta& meta, const BenchRow& row);

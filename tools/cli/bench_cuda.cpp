@@ -12,7 +12,6 @@
 #include "bench.h"
 #include "device.h"
 #include "errors.h"
-#include "flops.h"
 #include "host_tensor.h"
 #include "progress.h"
 #include "staging.h"
@@ -33,30 +32,32 @@ void fill_normal_parallel(HostTensor& t, uint64_t seed) {
   }
 }
 
-// The device tensors of one (N, D): [B, N, H, D] everywhere, no GQA, Dv = D.
+// The device tensors of one (N, D) (GridShape: Dv = D).
 struct DeviceProblem {
   HostTensor q, k, v, out, lse, dout, dq, dk, dv;  // host sides, sizes for the device copies
   Staging st{true};
   flashattn::TensorView qv, kv, vv, ov, lv, dov, dqv, dkv, dvv;
 
-  DeviceProblem(flashattn::DType dtype, int64_t b, int64_t n, int64_t h, int64_t d, bool backward) {
-    const std::vector<int64_t> shape{b, n, h, d};
-    uint64_t seed = 0x5eed + static_cast<uint64_t>(n * 1000 + d);
-    for (HostTensor* t : {&q, &k, &v}) {
-      *t = HostTensor::zeros(dtype, shape);
-      fill_normal_parallel(*t, seed++);
-    }
+  DeviceProblem(flashattn::DType dtype, const GridShape& g, bool backward) {
+    const std::vector<int64_t> qshape{g.batch, g.seqlen_q, g.heads, g.head_dim};
+    const std::vector<int64_t> kshape{g.batch, g.seqlen_k, g.heads_kv, g.head_dim};
+    uint64_t seed = 0x5eed + static_cast<uint64_t>(g.seqlen_k * 1000 + g.head_dim);
+    q = HostTensor::zeros(dtype, qshape);
+    k = HostTensor::zeros(dtype, kshape);
+    v = HostTensor::zeros(dtype, kshape);
+    for (HostTensor* t : {&q, &k, &v}) fill_normal_parallel(*t, seed++);
     qv = st.in(q);
     kv = st.in(k);
     vv = st.in(v);
-    out = HostTensor::zeros(dtype, shape);
-    lse = HostTensor::zeros(flashattn::DType::f32, {b, h, n});
+    out = HostTensor::zeros(dtype, qshape);
+    lse = HostTensor::zeros(flashattn::DType::f32, {g.batch, g.heads, g.seqlen_q});
     ov = st.out(out);
     lv = st.out(lse);
     if (backward) {
-      dout = HostTensor::zeros(dtype, shape);
+      dout = HostTensor::zeros(dtype, qshape);
       fill_normal_parallel(dout, seed);
-      dq = dk = dv = HostTensor::zeros(dtype, shape);
+      dq = HostTensor::zeros(dtype, qshape);
+      dk = dv = HostTensor::zeros(dtype, kshape);
       dov = st.in(dout);
       dqv = st.out(dq);
       dkv = st.out(dk);
@@ -70,17 +71,8 @@ struct DeviceProblem {
   }
 };
 
-BenchRow time_point(const BenchArgs& a, DeviceProblem& p, int64_t b, int64_t h, int64_t n,
-                    int64_t d, bool causal) {
-  BenchRow row;
-  row.seqlen = n;
-  row.head_dim = d;
-  row.batch = b;
-  row.heads = h;
-  row.causal = causal;
-  row.mode = a.mode;
-  row.flops = forward_flops(b, h, n, n, d, d, causal) *
-              (a.mode == "fwd" ? 1.0 : a.mode == "bwd" ? 2.5 : 3.5);
+BenchRow time_point(const BenchArgs& a, DeviceProblem& p, const GridShape& g, bool causal) {
+  BenchRow row = shaped_row(a, g, causal);
   row.ref_skipped = "no reference on the GPU";
   flashattn::Options opt;
   opt.causal = causal;
@@ -127,14 +119,13 @@ std::vector<BenchRow> run_bench_cuda(const BenchArgs& a, flashattn::DType dtype,
   labels["q"] = "--dtype/--hdim";  // the cuda refusals of q are about its dtype and head dim
   for (int64_t d : a.hdims)
     for (int64_t n : a.seqlens) {
-      const int64_t b = std::max<int64_t>(1, a.batch_tokens / n);
-      const int64_t h = std::max<int64_t>(1, a.model_dim / d);
+      const GridShape g = grid_shape(a, n, d);
       progress.update(static_cast<int>(rows.size()), fmt::format("N={} D={}: inputs", n, d));
-      DeviceProblem p(dtype, b, n, h, d, a.mode != "fwd");
+      DeviceProblem p(dtype, g, a.mode != "fwd");
       for (bool causal : masks) {
         progress.update(static_cast<int>(rows.size()),
                         fmt::format("N={} D={}{}", n, d, causal ? " causal" : ""));
-        call_library(labels, [&] { rows.push_back(time_point(a, p, b, h, n, d, causal)); });
+        call_library(labels, [&] { rows.push_back(time_point(a, p, g, causal)); });
         progress.finish();
         print_bench_row(meta, rows.back());
       }

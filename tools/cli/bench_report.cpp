@@ -44,6 +44,17 @@ nlohmann::json opt(const std::optional<T>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
+// The shape columns: N D B H, and with decoding shapes Sq and Hkv too.
+std::string shape_header(const BenchMeta& m) {
+  return m.shaped ? fmt::format("{:>6} {:>6} {:>4} {:>4} {:>4} {:>4}", "Sq", "N", "D", "B", "H", "Hkv")
+                  : fmt::format("{:>6} {:>4} {:>4} {:>4}", "N", "D", "B", "H");
+}
+std::string shape_cells(const BenchMeta& m, const BenchRow& r) {
+  return m.shaped ? fmt::format("{:>6} {:>6} {:>4} {:>4} {:>4} {:>4}", r.seqlen_q, r.seqlen, r.head_dim,
+                                r.batch, r.heads, r.heads_kv)
+                  : fmt::format("{:>6} {:>4} {:>4} {:>4}", r.seqlen, r.head_dim, r.batch, r.heads);
+}
+
 }  // namespace
 
 void set_command_line(int argc, char** argv) {
@@ -60,17 +71,17 @@ void print_bench_header(const BenchMeta& m) {
                "(CUDA events)\n",
                m.backend, m.device, m.dtype, m.batch_tokens, m.model_dim, m.warmup, m.repeats);
     fmt::print("rows are timed only, not checked (flashattn check --backend cuda checks accuracy)\n");
-    fmt::print("{:>6} {:>4} {:>4} {:>4} {:>6} {:>6} | {:>10} {:>8} | {:>12}\n", "N", "D", "B", "H",
-               "causal", "mode", "ms", "TFLOP/s", "device mem");
+    fmt::print("{} {:>6} {:>6} | {:>10} {:>8} | {:>12}\n", shape_header(m), "causal", "mode", "ms",
+               "TFLOP/s", "device mem");
     std::fflush(stdout);
     return;
   }
   fmt::print("backend {}, dtype {}, {} threads, B*N = {}, Hq*D = {}, warm-up {}, median of {}\n",
              m.backend, m.dtype, m.threads, m.batch_tokens, m.model_dim, m.warmup, m.repeats);
   fmt::print("rows are timed only, not checked (flashattn check checks accuracy)\n");
-  fmt::print("{:>6} {:>4} {:>4} {:>4} {:>6} {:>6} | {:>10} {:>8} | {:>10} {:>8} {:>8} | {:>14} {:>14}\n",
-             "N", "D", "B", "H", "causal", "mode", "flash ms", "TFLOP/s", "ref ms", "TFLOP/s",
-             "speedup", "flash mem/thr", "ref mem/thr");
+  fmt::print("{} {:>6} {:>6} | {:>10} {:>8} | {:>10} {:>8} {:>8} | {:>14} {:>14}\n", shape_header(m),
+             "causal", "mode", "flash ms", "TFLOP/s", "ref ms", "TFLOP/s", "speedup", "flash mem/thr",
+             "ref mem/thr");
   std::fflush(stdout);
 }
 
@@ -78,9 +89,8 @@ void print_bench_row(const BenchMeta& m, const BenchRow& r) {
   const std::string flash_mem =
       r.peak_known ? human_bytes(r.flash_peak_bytes_per_thread) : std::string("-");
   if (!m.device.empty()) {
-    fmt::print("{:>6} {:>4} {:>4} {:>4} {:>6} {:>6} | {:>10.3f} {:>8.1f} | {:>12}\n", r.seqlen,
-               r.head_dim, r.batch, r.heads, r.causal ? "yes" : "no", r.mode, r.flash_ms,
-               r.flash_tflops, flash_mem);
+    fmt::print("{} {:>6} {:>6} | {:>10.3f} {:>8.1f} | {:>12}\n", shape_cells(m, r),
+               r.causal ? "yes" : "no", r.mode, r.flash_ms, r.flash_tflops, flash_mem);
     std::fflush(stdout);
     return;
   }
@@ -89,9 +99,8 @@ void print_bench_row(const BenchMeta& m, const BenchRow& r) {
   };
   const std::string ref_mem =
       r.ref_peak_bytes_per_thread ? human_bytes(*r.ref_peak_bytes_per_thread) : std::string("-");
-  fmt::print("{:>6} {:>4} {:>4} {:>4} {:>6} {:>6} | {:>10.2f} {:>8.4f} | {:>10} {:>8} {:>8} | {:>14} {:>14}\n",
-             r.seqlen, r.head_dim, r.batch, r.heads, r.causal ? "yes" : "no", r.mode, r.flash_ms,
-             r.flash_tflops, ms(r.ref_ms),
+  fmt::print("{} {:>6} {:>6} | {:>10.2f} {:>8.4f} | {:>10} {:>8} {:>8} | {:>14} {:>14}\n",
+             shape_cells(m, r), r.causal ? "yes" : "no", r.mode, r.flash_ms, r.flash_tflops, ms(r.ref_ms),
              r.ref_tflops ? fmt::format("{:.4f}", *r.ref_tflops) : std::string("-"),
              r.speedup ? fmt::format("{:.1f}x", *r.speedup) : std::string("-"),
              flash_mem, ref_mem);
@@ -119,9 +128,11 @@ void write_bench_json(const std::string& path, const BenchMeta& m,
   for (const BenchRow& r : rows) {
     j["rows"].push_back({
         {"seqlen", r.seqlen},
+        {"seqlen_q", r.seqlen_q},
         {"head_dim", r.head_dim},
         {"batch", r.batch},
         {"heads", r.heads},
+        {"heads_kv", r.heads_kv},
         {"causal", r.causal},
         {"mode", r.mode},
         {"flops", r.flops},
