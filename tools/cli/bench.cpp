@@ -80,14 +80,13 @@ struct Problem {
 
   Problem(flashattn::DType dtype, const GridShape& g, bool backward) {
     std::mt19937_64 rng(0x5eed + static_cast<uint64_t>(g.seqlen_k * 1000 + g.head_dim));
-    const std::vector<int64_t> qshape{g.batch, g.seqlen_q, g.heads, g.head_dim};
-    const std::vector<int64_t> kshape{g.batch, g.seqlen_k, g.heads_kv, g.head_dim};
+    const std::vector<int64_t> qshape = g.q_shape(), kshape = g.kv_shape();
     q = HostTensor::zeros(dtype, qshape);
     k = HostTensor::zeros(dtype, kshape);
     v = HostTensor::zeros(dtype, kshape);
     for (HostTensor* t : {&q, &k, &v}) fill_normal(*t, rng);
     out = HostTensor::zeros(dtype, qshape);
-    lse = HostTensor::zeros(flashattn::DType::f32, {g.batch, g.heads, g.seqlen_q});
+    lse = HostTensor::zeros(flashattn::DType::f32, g.lse_shape());
     if (backward) {
       dout = HostTensor::zeros(dtype, qshape);
       fill_normal(dout, rng);

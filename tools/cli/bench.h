@@ -57,6 +57,9 @@ struct BenchMeta {
 // The tensors of one grid point: q, out, dout [B, Sq, Hq, D], k, v [B, N, Hkv, D].
 struct GridShape {
   int64_t batch, seqlen_q, seqlen_k, heads, heads_kv, head_dim;
+  std::vector<int64_t> q_shape() const { return {batch, seqlen_q, heads, head_dim}; }
+  std::vector<int64_t> kv_shape() const { return {batch, seqlen_k, heads_kv, head_dim}; }
+  std::vector<int64_t> lse_shape() const { return {batch, heads, seqlen_q}; }
 };
 // B = max(1, batch tokens / N), Hq = max(1, model dim / D), Sq and Hkv from
 // --seqlen-q and --kv-heads; a --kv-heads that does not divide Hq is refused.

@@ -39,8 +39,7 @@ struct DeviceProblem {
   flashattn::TensorView qv, kv, vv, ov, lv, dov, dqv, dkv, dvv;
 
   DeviceProblem(flashattn::DType dtype, const GridShape& g, bool backward) {
-    const std::vector<int64_t> qshape{g.batch, g.seqlen_q, g.heads, g.head_dim};
-    const std::vector<int64_t> kshape{g.batch, g.seqlen_k, g.heads_kv, g.head_dim};
+    const std::vector<int64_t> qshape = g.q_shape(), kshape = g.kv_shape();
     uint64_t seed = 0x5eed + static_cast<uint64_t>(g.seqlen_k * 1000 + g.head_dim);
     q = HostTensor::zeros(dtype, qshape);
     k = HostTensor::zeros(dtype, kshape);
@@ -50,7 +49,7 @@ struct DeviceProblem {
     kv = st.in(k);
     vv = st.in(v);
     out = HostTensor::zeros(dtype, qshape);
-    lse = HostTensor::zeros(flashattn::DType::f32, {g.batch, g.heads, g.seqlen_q});
+    lse = HostTensor::zeros(flashattn::DType::f32, g.lse_shape());
     ov = st.out(out);
     lv = st.out(lse);
     if (backward) {
