@@ -436,9 +436,9 @@ TEST_P(CpuLevel, BackwardMatchesReference) { check_backward(std::get<1>(GetParam
 TEST_P(CpuLevel, F16SplitAndWidened) {
   const Case& c = std::get<1>(GetParam());
   if (c.dtype != DType::f16) GTEST_SKIP() << "fp16 cases only";
-  if (!cpu::f16_split(std::get<0>(GetParam()))) {
+  if (!cpu::f16_split(std::get<0>(GetParam()), /*backward=*/false)) {
     cpu::force_f16_split(1);
-    const bool has_split = cpu::f16_split(std::get<0>(GetParam()));
+    const bool has_split = cpu::f16_split(std::get<0>(GetParam()), /*backward=*/false);
     cpu::force_f16_split(-1);
     if (!has_split) GTEST_SKIP() << "no bf16 products at this level";
   }

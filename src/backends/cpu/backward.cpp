@@ -604,7 +604,7 @@ void cpu_backward(const BwdParams& p) {
   with_elem(p.dtype, [&](auto e) {
     using Elem = decltype(e);
     if constexpr (std::is_same_v<Elem, F16>) {
-      if (k.gemm_bf16 != nullptr && k.to_bf16_split != nullptr && cpu::f16_split(k.isa)) {
+      if (k.gemm_bf16 != nullptr && k.to_bf16_split != nullptr && cpu::f16_split(k.isa, /*backward=*/true)) {
         cpu::Backward<Elem, uint16_t, true>(p, k).run();
         return;
       }

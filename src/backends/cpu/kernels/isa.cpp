@@ -82,12 +82,12 @@ Isa active_isa() {
 void force_isa(Isa isa) { g_forced.store(static_cast<int>(isa)); }
 void reset_forced_isa() { g_forced.store(kNotForced); }
 
-bool f16_split(Isa isa) {
+bool f16_split(Isa isa, bool backward) {
   if (static_cast<int>(isa) < static_cast<int>(Isa::avx512_bf16)) return false;  // no bf16 products
   static const int from_env = env_f16();
   int mode = g_forced_split.load(std::memory_order_relaxed);
   if (mode == kNotForced) mode = from_env;
-  return mode == kNotForced ? isa == Isa::amx : mode == 1;
+  return mode == kNotForced ? isa == Isa::amx && !backward : mode == 1;
 }
 
 void force_f16_split(int mode) { g_forced_split.store(mode); }

@@ -27,11 +27,13 @@ void reset_forced_isa();
 // fp16 number is exactly the sum of two bf16 numbers, hi + lo, so Q K^T and
 // dO V^T are four bf16 products each (each exact in fp32, as fp32's are) and
 // the products with P or dS three (P and dS kept to 16 bits) in place of one
-// fp32 product. The default on amx only, where AMX runs these several times
-// faster than fp32 FMA; elsewhere fp16 is widened to fp32 (and always on the
-// decoding path). FLASHATTN_CPU_F16=split|fp32 overrides the default at levels
-// with bf16 products (amx, avx512_bf16).
-bool f16_split(Isa isa);
+// fp32 product. The default for the forward on amx only: measured on a
+// Sapphire Rapids host (16 threads) at 1.03-1.21x the widened forward, while
+// the split backward measured 0.94-1.00x, so the backward widens by default
+// (cpu_notes, v16). Elsewhere fp16 is widened to fp32 (and always on the
+// decoding path). FLASHATTN_CPU_F16=split|fp32 overrides the default of both
+// passes at levels with bf16 products (amx, avx512_bf16).
+bool f16_split(Isa isa, bool backward);
 // For tests: 1 forces split, 0 fp32, -1 the default again.
 void force_f16_split(int mode);
 
