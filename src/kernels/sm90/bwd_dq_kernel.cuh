@@ -26,7 +26,6 @@
 #include "kernels/common/kernel_params.h"
 #include "kernels/common/mask.h"
 #include "kernels/common/seqlen.h"
-#include "kernels/sm90/bwd_launch.cuh"
 #include "kernels/sm90/launch.h"
 #include "kernels/sm90/mma_utils.cuh"
 
@@ -287,22 +286,29 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) dq_kernel(const __grid_co
 #endif
 }
 
+// A tensor of the backward's as TMA sees it, (rows, head dim, heads, batch).
+// Packed batches are one "batch" of total rows (the kernels offset each
+// sequence); its batch stride only has to be a valid one.
+template <int kHeadDim, typename T>
+auto gmem_view(const BwdKernelParams& p, T* ptr, int64_t rows, int64_t heads, int64_t batch_stride,
+               int64_t row_stride, int64_t head_stride) {
+  const bool packed = p.is_varlen();
+  return make_tensor(make_gmem_ptr(ptr),
+                     make_shape(int32_t(rows), int32_t(kHeadDim), int32_t(heads), int32_t(packed ? 1 : p.batch)),
+                     make_stride(row_stride, _1{}, head_stride, packed ? rows * row_stride : batch_stride));
+}
+
 // Host side: the dQ kernel's TMA descriptors (per call, so a call stays
 // capturable in a CUDA graph) and its launch on the caller's stream.
 template <typename Traits>
 cudaError_t launch_dq(const BwdKernelParams& p, cudaStream_t stream) {
   using Element = typename Traits::Element;
   constexpr int kHeadDim = Traits::kHeadDim;
-  using Shape4 = typename Traits::GmemShape;
-  using Stride4 = typename Traits::GmemStride;
   const bool packed = p.is_varlen();
   const int64_t rows_q = packed ? p.total_q : p.seqlen_q, rows_k = packed ? p.total_k : p.seqlen_k;
-  const int64_t batches = packed ? 1 : p.batch;
   auto gmem = [&](const void* ptr, int64_t rows, int64_t heads, int64_t batch_stride, int64_t row_stride,
                   int64_t head_stride) {
-    return make_tensor(make_gmem_ptr(static_cast<const Element*>(ptr)),
-                       Shape4(int32_t(rows), int32_t(kHeadDim), int32_t(heads), int32_t(batches)),
-                       Stride4(row_stride, _1{}, head_stride, packed ? rows * row_stride : batch_stride));
+    return gmem_view<kHeadDim>(p, static_cast<const Element*>(ptr), rows, heads, batch_stride, row_stride, head_stride);
   };
   using TileQ = Shape<Int<Traits::kBlockM>, Int<kHeadDim>>;
   using TileK = Shape<Int<Traits::kBlockN>, Int<kHeadDim>>;
@@ -325,17 +331,6 @@ cudaError_t launch_dq(const BwdKernelParams& p, cudaStream_t stream) {
   kernel<<<dim3(m_blocks, static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch)), Traits::kThreads,
            Traits::kSmemBytes, stream>>>(args);
   return cudaGetLastError();
-}
-
-// The backward with dQ apart: the fused kernel compiled with its dQ adds left
-// out (FLASHATTN_SM90_BWD_ATOMIC_DQ=2 in this file's unit), then the dQ kernel,
-// which overwrites the dQ that the fused path's conversion wrote (zeros).
-template <typename BTraits>
-cudaError_t launch_bwd_dq_apart(const BwdKernelParams& p, cudaStream_t stream) {
-  static_assert(FLASHATTN_SM90_BWD_ATOMIC_DQ == 2 && BTraits::kByProduct, "the fused kernel without its dQ adds");
-  if (const cudaError_t e = launch_bwd<BTraits, false>(p, stream); e != cudaSuccess) return e;
-  if (p.seqlen_q == 0) return cudaSuccess;
-  return launch_dq<DqTraits<BTraits::kHeadDim, typename BTraits::Element>>(p, stream);
 }
 
 }  // namespace flashattn::sm90

@@ -25,6 +25,7 @@
 #include "kernels/common/step_walk.h"
 #include "kernels/sm90/bwd_order.h"
 #include "kernels/sm90/bwd_scores.cuh"
+#include "kernels/sm90/bwd_switches.h"
 #include "kernels/sm90/bwd_traits.h"
 #include "kernels/sm90/dq_layout.h"
 #include "kernels/sm90/mma_utils.cuh"
@@ -67,6 +68,12 @@ template <typename Traits, bool kMods>
 inline constexpr bool kAtomicDq =
     !kMods && (FLASHATTN_SM90_BWD_ATOMIC_DQ >= 3 || (FLASHATTN_SM90_BWD_ATOMIC_DQ >= 1 && Traits::kByProduct));
 inline constexpr bool kAtomicDqAdds = FLASHATTN_SM90_BWD_ATOMIC_DQ % 2 == 1;
+// dQ apart (bwd_switches.h): the plain hd256 kernel computes dK and dV only, and
+// dQ comes from a kernel of its own (bwd_dq_kernel.cuh), which recomputes S and
+// dP per query tile instead of reduce-adding 64 KiB of fp32 per step into L2.
+// The kMods kernels (softcap, ALiBi) keep the fused dQ.
+template <typename Traits, bool kMods>
+inline constexpr bool kDqApart = bwd_dq_apart(Traits::kHeadDim) && !kMods && Traits::kByProduct && !kAtomicDq<Traits, kMods>;
 
 // A step's dQ (a thread's accumulator acc, (row, column) of each element in rc)
 // added to the fp32 accumulator tile (rows kLd floats apart), two columns per
@@ -109,7 +116,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   // dQ by atomics (kAtomicDq above): by product, every consumer thread hands
   // the Q / dO stage back as soon as its products have read it.
   constexpr bool kAtomic = kAtomicDq<Traits, kMods>;
-  constexpr int kEmptyArrivals = kAtomic ? Traits::kConsumerThreads : Traits::kEmptyArrivals;
+  // dQ apart (kDqApart above): no dQ product, staging or dS^T for it here.
+  constexpr bool kApart = kDqApart<Traits, kMods>;
+  constexpr bool kStaged = !kAtomic && !kApart;  // dQ through shared memory and a TMA reduce-add
+  constexpr int kEmptyArrivals = kStaged ? Traits::kEmptyArrivals : Traits::kConsumerThreads;
   const BwdKernelParams& p = args.p;
   extern __shared__ __align__(1024) char smem_raw[];
   auto& smem = *reinterpret_cast<typename Traits::SharedStorage*>(smem_raw);
@@ -170,6 +180,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       Barrier::init(&smem.empty[s], kEmptyArrivals);
       if constexpr (Traits::kByProduct) Barrier::init(&smem.rows_empty[s], Traits::kConsumerThreads);
     }
+    if constexpr (Traits::kByProduct) Barrier::init(&smem.p_read, 128);
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();
@@ -371,7 +382,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       wgmma_issue<true, false>(mma_sdp, tSrA, tSrB(_, _, _, s), acc);
       // The previous step's reduce-add has read its staging: that stage goes
       // back to the producer (both leaders; kEmptyArrivals = 2).
-      if (!kAtomic && dq_leader && step > 0) {
+      if (kStaged && dq_leader && step > 0) {
         tma_store_wait<0>();
         Barrier::arrive(&smem.empty[(step - 1) % kStages]);
       }
@@ -387,6 +398,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         if constexpr (kMods) key_rows.probs_mods(x, coord, smem.lse_log2[s], m0, ScoreMods(p, c0, seqlen_q, seqlen_k, slope));
         else key_rows.probs(x, coord, smem.lse_log2[s], need_mask, m0, p.scale_log2);
         Barrier::arrive(&smem.rows_empty[s]);  // this thread's LSE reads of the stage are done
+        // dQ apart: group 1 has read the previous step's P^T (fused, both groups
+        // meet at kBarDs before dQ, after that read).
+        if (kApart && step > 0) Barrier::wait(&smem.p_read, (step - 1) & 1);
         CUTE_UNROLL
         for (int c = 0; c < kChunks; ++c)
           p_x[c * 128] = make_float4(acc(4 * c), acc(4 * c + 1), acc(4 * c + 2), acc(4 * c + 3));
@@ -406,6 +420,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
           pt(4 * c + 2) = v.z;
           pt(4 * c + 3) = v.w;
         }
+        if (kApart) Barrier::arrive(&smem.p_read);  // P^T is read
         Tensor pr = make_tensor(pt.data(), acc_rowcol(pt.layout()));
         CUTE_UNROLL
         for (int ni = 0; ni < size<1>(x); ++ni) {
@@ -418,6 +433,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         convert_into(acc, rA);
       }
       wgmma_issue<false, true>(mma_dkv, make_tensor(rA.data(), acc_as_a(rA.layout())), tKVrB(_, _, _, s), acc_kv);
+      if constexpr (kApart) {
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(acc_kv);
+        Barrier::arrive(&smem.empty[s]);  // this thread's products have read the stage
+        continue;
+      }
       if (!g0) {
         // dS^T to shared memory for both groups' dQ (under dK), two query
         // columns per 32-bit store as by keys.
@@ -468,7 +489,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         if (det) order_release(h, m_block, group);
       }
     }
-    if (!kAtomic && dq_leader) tma_store_wait<0>();
+    if (kStaged && dq_leader) tma_store_wait<0>();
 
     // Epilogue: dV (group 0) or dK (group 1) straight from registers, keys past
     // the sequence not written.

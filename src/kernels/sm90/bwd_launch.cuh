@@ -1,12 +1,14 @@
 // Host side of the Hopper backward: TMA descriptors (built per call on the host,
 // so a call stays capturable in a CUDA graph), then the row-dot pre-pass, the
-// backward kernel and the dQ conversion on the caller's stream.
+// backward kernel and the dQ conversion on the caller's stream; with dQ apart
+// (kDqApart, hd256 plain) the dQ kernel in place of the conversion.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <type_traits>
 
+#include "kernels/sm90/bwd_dq_kernel.cuh"
 #include "kernels/sm90/bwd_kernel.cuh"
 #include "kernels/sm90/launch.h"
 
@@ -16,17 +18,11 @@ template <typename Traits, bool kMods>
 cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
   using Element = typename Traits::Element;
   constexpr int kHeadDim = Traits::kHeadDim;
-  using Shape4 = typename Traits::GmemShape;
-  using Stride4 = typename Traits::GmemStride;
   const bool packed = p.is_varlen();
   const int64_t rows_q = packed ? p.total_q : p.seqlen_q, rows_k = packed ? p.total_k : p.seqlen_k;
-  const int64_t batches = packed ? 1 : p.batch;
-  // Packed batches: one "batch" of total rows (the kernel offsets each sequence);
-  // its batch stride only has to be a valid one.
   auto gmem = [&](auto* ptr, int64_t rows, int64_t heads, int64_t batch_stride, int64_t row_stride,
                   int64_t head_stride) {
-    return make_tensor(make_gmem_ptr(ptr), Shape4(int32_t(rows), int32_t(kHeadDim), int32_t(heads), int32_t(batches)),
-                       Stride4(row_stride, _1{}, head_stride, packed ? rows * row_stride : batch_stride));
+    return gmem_view<kHeadDim>(p, ptr, rows, heads, batch_stride, row_stride, head_stride);
   };
   auto in = [](const void* ptr) { return static_cast<const Element*>(ptr); };
   using TileQ = Shape<Int<Traits::kBlockM>, Int<kHeadDim>>;
@@ -56,8 +52,13 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
                  batch = static_cast<unsigned>(p.batch);
   // Empty sides launch nothing: with no keys dQ is the zeroed accumulator, with
   // no queries the kernel writes zero dK and dV.
-  if (p.seqlen_q > 0)
-    detail::row_dot_kernel<Element><<<dim3(detail::row_blocks(p.seqlen_q, p.head_dim_v), hq, batch), detail::kRowThreads, 0, stream>>>(p);
+  constexpr bool kApart = kDqApart<Traits, kMods>;
+  if (p.seqlen_q > 0) {
+    // dQ apart: no accumulator to zero (the dQ kernel writes dQ itself).
+    BwdKernelParams pr = p;
+    if (kApart) pr.dq_accum = nullptr;
+    detail::row_dot_kernel<Element><<<dim3(detail::row_blocks(p.seqlen_q, p.head_dim_v), hq, batch), detail::kRowThreads, 0, stream>>>(pr);
+  }
   if (p.seqlen_k > 0) {
     auto kernel = bwd_kernel<Traits, kMods>;
     constexpr int smem = Traits::kSmemBytes;
@@ -67,7 +68,12 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
     // so the longest blocks start first.
     kernel<<<dim3(blocks(p.seqlen_k, Traits::kBlockN), hkv, batch), Traits::kThreads, smem, stream>>>(args);
   }
-  if (p.seqlen_q > 0) {
+  if constexpr (kApart) {
+    if (p.seqlen_q > 0) {
+      if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+      return launch_dq<DqTraits<kHeadDim, Element>>(p, stream);
+    }
+  } else if (p.seqlen_q > 0) {
     const dim3 grid(detail::row_blocks(p.seqlen_q, p.head_dim_qk), hq, batch);
     // Staged dQ permutes its columns (by keys, dq_layout.h); atomics add them in order.
     using Cols = std::conditional_t<Traits::kDqColPerm && !kAtomicDq<Traits, kMods>, DqPermCols<Traits::kDqSwizzleBits>,

@@ -258,6 +258,9 @@ struct BwdTraits {
     // Every consumer thread has read the stage's LSE / d rows (the stage's
     // tiles go back through `empty`, which only the two leaders arrive on).
     uint64_t rows_empty[kStages];
+    // dQ apart (bwd_kernel.cuh, kDqApart): group 1 has read P^T; group 0 waits
+    // for it before writing the next step's.
+    uint64_t p_read;
   };
   using SharedStorage = std::conditional_t<kByProduct, SharedStorageByProduct, SharedStorageByKeys>;
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));

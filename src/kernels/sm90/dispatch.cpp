@@ -5,6 +5,7 @@
 
 #include <cutlass/numeric_types.h>
 
+#include "kernels/sm90/bwd_switches.h"
 #include "kernels/sm90/launch.h"
 
 namespace flashattn::sm90 {
@@ -173,8 +174,11 @@ bool supports_forward(const FwdParams& p) {
 // here in kernels of their own (bwd_kernel.cuh, ScoreMods).
 // The deterministic mode runs in those kernels too (ordered dQ reduce-adds;
 // under a causal-like mask in decreasing key-block order, level with the
-// atomic kernel there: kernel_notes, sm90 backward v19).
-static bool special_backward(const BwdParams& p) { return detail::needs_score_mods(p) || p.deterministic; }
+// atomic kernel there: kernel_notes, sm90 backward v19), except where the plain
+// kernels take dQ apart (hd256, bwd_switches.h): they add nothing atomically.
+static bool special_backward(const BwdParams& p) {
+  return detail::needs_score_mods(p) || (p.deterministic && !bwd_dq_apart(int(p.head_dim_qk)));
+}
 
 bool supports_backward(const BwdParams& p) {
   const bool kernel = special_backward(p) ? compiled<Kind::bwd_mods>(p.dtype, int(p.head_dim_qk))
