@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
 # A planned device call (session 36): v34 with group 1's read of P^T handed to group 0
 # through an mbarrier (p_read) instead of a named-barrier arrive, which racecheck
-# reported in call 4; main's bf16 sm_90a build packed as .devc/h.tar.xz.
+# reported in call 4. h = a bf16 sm_90a build with the switch on, packed as .devc/h.tar.xz:
+#   cmake -S . -B build-s36on -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real \
+#     -DFLASHATTN_SM80_COMPACT_ARCHITECTURES=90a-real -DFLASHATTN_SM80_LARGE_ARCHITECTURES=90a-real \
+#     -DFLASHATTN_CUDA_DTYPES=bf16 -DFLASHATTN_CUDA_HEAD_DIMS="128;256" -DFLASHATTN_SM90_BWD_DQ_APART=ON
+#   ninja -C build-s36on flashattn_tests flashattn_bench_shim
+#   mkdir -p .dev/h && cp build-s36on/tests/flashattn_tests build-s36on/bench/gpu/libflashattn_bench_shim.so .dev/h/
+#   (cd .dev && tar -cf - h | xz -T2 -6 > ../.devc/h.tar.xz); cp scripts/device_plan/{lib,call5}.sh .devc/
+# A (main before v34) comes from prepare.sh's bins.tar.xz; without it, skip the A/B or build main
+# with the option off as A. If clean: the option's default (src/CMakeLists.txt) and
+# FLASHATTN_SM90_BWD_DQ_APART's (bwd_switches.h) become ON / 1.
 # run(command="bash .devc/call5.sh 2>&1 | tee $OUT/call5.log", carry=[".devc"]), about 3 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       Barrier::init(&smem.empty[s], kEmptyArrivals);
       if constexpr (Traits::kByProduct) Barrier::init(&smem.rows_empty[s], Traits::kConsumerThreads);
     }
-    if constexpr (Traits::kByProduct) Barrier::init(&smem.p_read, 128);
+    if constexpr (kApart) Barrier::init(&smem.p_read, 128);
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();
@@ -400,7 +400,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         Barrier::arrive(&smem.rows_empty[s]);  // this thread's LSE reads of the stage are done
         // dQ apart: group 1 has read the previous step's P^T (fused, both groups
         // meet at kBarDs before dQ, after that read).
-        if (kApart && step > 0) Barrier::wait(&smem.p_read, (step - 1) & 1);
+        if (kApart && step > 0) {
+          Barrier::wait(&smem.p_read, (step - 1) & 1);
+          asm volatile("" ::: "memory");  // the stores below stay after the wait (its asm names no memory)
+        }
         CUTE_UNROLL
         for (int c = 0; c < kChunks; ++c)
           p_x[c * 128] = make_float4(acc(4 * c), acc(4 * c + 1), acc(4 * c + 2), acc(4 * c + 3));
@@ -420,7 +423,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
           pt(4 * c + 2) = v.z;
           pt(4 * c + 3) = v.w;
         }
-        if (kApart) Barrier::arrive(&smem.p_read);  // P^T is read
+        if (kApart) {
+          asm volatile("" ::: "memory");  // the loads above stay before the arrive (its asm names no memory)
+          Barrier::arrive(&smem.p_read);  // P^T is read
+        }
         Tensor pr = make_tensor(pt.data(), acc_rowcol(pt.layout()));
         CUTE_UNROLL
         for (int ni = 0; ni < size<1>(x); ++ni) {

@@ -4,9 +4,12 @@
 
 // dQ apart (kernel_notes, sm90 backward v34): at hd256 the plain key-block
 // kernel computes dK and dV only and dQ comes from a kernel of its own
-// (bwd_dq_kernel.cuh), with no atomics. On by default; 0 restores the fused dQ.
+// (bwd_dq_kernel.cuh), with no atomics. Measured 1.14-1.20x the fused form on
+// an H100 (session 36); off by default until its final form (P^T's reuse
+// ordered by the p_read mbarrier) has passed the GPU tests and sanitizers:
+// scripts/device_plan/call5.sh, then this default becomes 1.
 #ifndef FLASHATTN_SM90_BWD_DQ_APART
-#define FLASHATTN_SM90_BWD_DQ_APART 1
+#define FLASHATTN_SM90_BWD_DQ_APART 0
 #endif
 
 namespace flashattn::sm90 {
