@@ -2,7 +2,8 @@
 // must see as well as the kernels.
 #pragma once
 
-// dQ apart (kernel_notes, sm90 backward v34): at hd256 the plain key-block
+// dQ apart (kernel_notes, sm90 backward v34): at hd256 (and hd192, the other
+// head dim whose blocks split the products, unmeasured) the plain key-block
 // kernel computes dK and dV only and dQ comes from a kernel of its own
 // (bwd_dq_kernel.cuh), with no atomics. Measured 1.14-1.20x the fused form on
 // an H100 (session 36); off by default until its final form (P^T's reuse
@@ -16,6 +17,8 @@ namespace flashattn::sm90 {
 
 // Whether the plain backward at this head dim takes dQ apart. Nothing is added
 // atomically there, so it is deterministic as it stands.
-constexpr bool bwd_dq_apart(int head_dim) { return FLASHATTN_SM90_BWD_DQ_APART != 0 && head_dim == 256; }
+constexpr bool bwd_dq_apart(int head_dim) {
+  return FLASHATTN_SM90_BWD_DQ_APART != 0 && (head_dim == 192 || head_dim == 256);
+}
 
 }  // namespace flashattn::sm90
