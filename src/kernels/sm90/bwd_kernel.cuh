@@ -33,6 +33,11 @@
 #ifndef FLASHATTN_SM90_BWD_ATOMIC_DQ
 #define FLASHATTN_SM90_BWD_ATOMIC_DQ 0
 #endif
+// The dispatch sends deterministic calls to the plain kernels where dQ is apart
+// (bwd_switches.h), which it cannot be with atomic adds: one or the other.
+#if FLASHATTN_SM90_BWD_ATOMIC_DQ && FLASHATTN_SM90_BWD_DQ_APART
+#error "FLASHATTN_SM90_BWD_ATOMIC_DQ and FLASHATTN_SM90_BWD_DQ_APART are alternatives: set one"
+#endif
 
 namespace flashattn::sm90 {
 
@@ -68,7 +73,7 @@ template <typename Traits, bool kMods>
 inline constexpr bool kAtomicDq =
     !kMods && (FLASHATTN_SM90_BWD_ATOMIC_DQ >= 3 || (FLASHATTN_SM90_BWD_ATOMIC_DQ >= 1 && Traits::kByProduct));
 inline constexpr bool kAtomicDqAdds = FLASHATTN_SM90_BWD_ATOMIC_DQ % 2 == 1;
-// dQ apart (bwd_switches.h): the plain hd256 kernel computes dK and dV only, and
+// dQ apart (bwd_switches.h): the plain hd192 / hd256 kernels compute dK and dV only, and
 // dQ comes from a kernel of its own (bwd_dq_kernel.cuh), which recomputes S and
 // dP per query tile instead of reduce-adding 64 KiB of fp32 per step into L2.
 // The kMods kernels (softcap, ALiBi) keep the fused dQ.

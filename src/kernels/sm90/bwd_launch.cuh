@@ -1,7 +1,7 @@
 // Host side of the Hopper backward: TMA descriptors (built per call on the host,
 // so a call stays capturable in a CUDA graph), then the row-dot pre-pass, the
 // backward kernel and the dQ conversion on the caller's stream; with dQ apart
-// (kDqApart, hd256 plain) the dQ kernel in place of the conversion.
+// (kDqApart, hd192 / hd256 plain) the dQ kernel in place of the conversion.
 #pragma once
 
 #include <cuda_runtime.h>
