@@ -246,11 +246,14 @@ void cuda_backward(const BwdParams& p) {
   // The Hopper backward keeps the accumulator when deterministic too: its key
   // blocks add into it in a fixed order, kept by counters after it
   // (sm90/bwd_order.h), zeroed here.
-  const bool order = hopper && p.deterministic;
+  // With dQ apart (hd192 / hd256 without score modifiers, when built in) the Hopper
+  // kernels write dQ themselves: no accumulator, no counters.
+  const bool apart = hopper && !sm90::backward_needs_dq_accum(p);
+  const bool order = hopper && p.deterministic && !apart;
   const int64_t accum_floats = rows * p.head_dim_qk;
   const int64_t order_count = order ? std::max<int64_t>(1, p.batch) * p.heads_q * sm90::dq_order_per_head(p.seqlen_q) : 0;
   const int64_t order_at = sm90::dq_order_offset(accum_floats);  // floats
-  const bool accum = !p.deterministic || hopper;
+  const bool accum = (!p.deterministic || hopper) && !apart;
   const size_t dq_bytes = accum ? static_cast<size_t>(order ? order_at + order_count : accum_floats) * sizeof(float) : 0;
   const size_t lse_bytes = dot_bytes;  // the LSE in log2 units (kp.lse_log2), read by both backwards
   const size_t bytes = dot_bytes + lse_bytes + dq_bytes;

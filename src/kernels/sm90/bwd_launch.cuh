@@ -32,6 +32,9 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
   // head_dim_qk floats each (columns permuted within 32- or 16-float groups where
   // Traits::kDqColPerm: dq_layout.h).
   const int64_t acc_head = rows_q * kHeadDim;
+  // dQ apart: no accumulator, and its reduce-add descriptor is never used; any
+  // valid address keeps the descriptor well-formed.
+  float* const dq_accum = p.dq_accum != nullptr ? p.dq_accum : p.row_dot;
   BwdArgs<Traits> args{
       p,
       make_tma_copy(SM90_TMA_LOAD{}, gmem(in(p.q), rows_q, p.heads_q, p.q_batch_stride, p.q_row_stride, p.q_head_stride),
@@ -44,7 +47,7 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
       make_tma_copy(SM90_TMA_LOAD{}, gmem(in(p.v), rows_k, p.heads_kv, p.v_batch_stride, p.v_row_stride, p.v_head_stride),
                     typename Traits::SmemLayoutKV{}, TileK{}, _1{}),
       make_tma_copy(SM90_TMA_REDUCE_ADD{},
-                    gmem(p.dq_accum, rows_q, p.heads_q, p.heads_q * acc_head, kHeadDim, acc_head),
+                    gmem(dq_accum, rows_q, p.heads_q, p.heads_q * acc_head, kHeadDim, acc_head),
                     typename Traits::SmemLayoutdQ{}, Shape<Int<Traits::kDqRows>, Int<Traits::kDqCols>>{}, _1{})};
 
   const auto blocks = [](int64_t n, int64_t per) { return static_cast<unsigned>((n + per - 1) / per); };

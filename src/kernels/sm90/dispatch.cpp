@@ -180,6 +180,10 @@ static bool special_backward(const BwdParams& p) {
   return detail::needs_score_mods(p) || (p.deterministic && !bwd_dq_apart(int(p.head_dim_qk)));
 }
 
+bool backward_needs_dq_accum(const BwdParams& p) {
+  return detail::needs_score_mods(p) || !bwd_dq_apart(int(p.head_dim_qk));
+}
+
 bool supports_backward(const BwdParams& p) {
   const bool kernel = special_backward(p) ? compiled<Kind::bwd_mods>(p.dtype, int(p.head_dim_qk))
                                           : compiled<Kind::bwd>(p.dtype, int(p.head_dim_qk));

@@ -51,5 +51,8 @@ bool supports_backward(const BwdParams& p);
 template <int kHeadDim, typename Element>
 cudaError_t run_bwd_mods(const BwdKernelParams& p, cudaStream_t stream);
 cudaError_t backward(const BwdKernelParams& p, cudaStream_t stream);
+// Whether a Hopper backward of p needs the fp32 dQ accumulator in its scratch:
+// not where the plain kernels take dQ apart (bwd_switches.h).
+bool backward_needs_dq_accum(const BwdParams& p);
 
 }  // namespace flashattn::sm90
