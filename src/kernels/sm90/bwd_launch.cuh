@@ -56,12 +56,9 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
   // Empty sides launch nothing: with no keys dQ is the zeroed accumulator, with
   // no queries the kernel writes zero dK and dV.
   constexpr bool kApart = kDqApart<Traits, kMods>;
-  if (p.seqlen_q > 0) {
-    // dQ apart: no accumulator to zero (the dQ kernel writes dQ itself).
-    BwdKernelParams pr = p;
-    if (kApart) pr.dq_accum = nullptr;
-    detail::row_dot_kernel<Element><<<dim3(detail::row_blocks(p.seqlen_q, p.head_dim_v), hq, batch), detail::kRowThreads, 0, stream>>>(pr);
-  }
+  // (dQ apart: the backend allocates no accumulator, so the pass zeroes none.)
+  if (p.seqlen_q > 0)
+    detail::row_dot_kernel<Element><<<dim3(detail::row_blocks(p.seqlen_q, p.head_dim_v), hq, batch), detail::kRowThreads, 0, stream>>>(p);
   if (p.seqlen_k > 0) {
     auto kernel = bwd_kernel<Traits, kMods>;
     constexpr int smem = Traits::kSmemBytes;
