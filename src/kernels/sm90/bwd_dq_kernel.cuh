@@ -283,6 +283,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) dq_kernel(const __grid_co
       *reinterpret_cast<cutlass::Array<Element, 2>*>(row + get<1>(dq_coord(mi, ni))) = pair;
     }
   }
+  // Launched early beside the key-block kernel (launch_dq): this grid ends only
+  // after that one, so whatever the stream runs next sees dK and dV too. (A
+  // no-op when the launch was not programmatic.)
+  asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
 
@@ -299,9 +303,12 @@ auto gmem_view(const BwdKernelParams& p, T* ptr, int64_t rows, int64_t heads, in
 }
 
 // Host side: the dQ kernel's TMA descriptors (per call, so a call stays
-// capturable in a CUDA graph) and its launch on the caller's stream.
+// capturable in a CUDA graph) and its launch on the caller's stream. After_keys:
+// the key-block kernel was launched just before, and the dQ kernel may start
+// while its last blocks run (programmatic dependent launch; FLASHATTN_SM90_PDL=0
+// turns that off). Not after the row-dot pass alone: dQ reads its d_i.
 template <typename Traits>
-cudaError_t launch_dq(const BwdKernelParams& p, cudaStream_t stream) {
+cudaError_t launch_dq(const BwdKernelParams& p, cudaStream_t stream, bool after_keys) {
   using Element = typename Traits::Element;
   constexpr int kHeadDim = Traits::kHeadDim;
   const bool packed = p.is_varlen();
@@ -328,9 +335,19 @@ cudaError_t launch_dq(const BwdKernelParams& p, cudaStream_t stream) {
   static const cudaError_t ready = prepare_kernel<Traits>(reinterpret_cast<const void*>(kernel));
   if (ready != cudaSuccess) return ready;
   const unsigned m_blocks = static_cast<unsigned>((p.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM);
-  kernel<<<dim3(m_blocks, static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch)), Traits::kThreads,
-           Traits::kSmemBytes, stream>>>(args);
-  return cudaGetLastError();
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(m_blocks, static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
+  config.blockDim = dim3(Traits::kThreads);
+  config.dynamicSmemBytes = Traits::kSmemBytes;
+  config.stream = stream;
+  cudaLaunchAttribute early{};
+  early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  early.val.programmaticStreamSerializationAllowed = 1;
+  if (after_keys && programmatic_launch_enabled()) {
+    config.attrs = &early;
+    config.numAttrs = 1;
+  }
+  return cudaLaunchKernelEx(&config, kernel, args);
 }
 
 }  // namespace flashattn::sm90

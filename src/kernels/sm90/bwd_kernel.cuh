@@ -139,6 +139,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   const detail::SeqLen sl(p, b);
   const int seqlen_q = int(sl.seqlen_q), seqlen_k = int(sl.seqlen_k);
   const int c0 = n_block * kBlockN;
+  // dQ apart: the dQ kernel reads nothing this one writes, so it may take each
+  // SM this grid's last wave leaves (programmatic dependent launch, launch_dq).
+  if constexpr (kApart) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   if (c0 >= seqlen_k) return;  // packed: a sequence shorter than the longest
   const detail::Mask mask(seqlen_q, seqlen_k, p.window_left, p.window_right);
   const int c_last = min(c0 + kBlockN, seqlen_k) - 1;

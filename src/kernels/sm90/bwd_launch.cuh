@@ -71,7 +71,7 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
   if constexpr (kApart) {
     if (p.seqlen_q > 0) {
       if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-      return launch_dq<DqTraits<kHeadDim, Element>>(p, stream);
+      return launch_dq<DqTraits<kHeadDim, Element>>(p, stream, p.seqlen_k > 0);
     }
   } else if (p.seqlen_q > 0) {
     const dim3 grid(detail::row_blocks(p.seqlen_q, p.head_dim_qk), hq, batch);

@@ -1,5 +1,7 @@
 // (head dim, dtype) -> the instantiated Hopper kernel, and what it supports.
 // CMake defines FLASHATTN_SM90_<dim>_<DTYPE> for each file it compiles.
+#include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <type_traits>
 
@@ -178,6 +180,14 @@ bool supports_forward(const FwdParams& p) {
 // kernels take dQ apart (hd256, bwd_switches.h): they add nothing atomically.
 static bool special_backward(const BwdParams& p) {
   return detail::needs_score_mods(p) || (p.deterministic && !bwd_dq_apart(int(p.head_dim_qk)));
+}
+
+bool programmatic_launch_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("FLASHATTN_SM90_PDL");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return on;
 }
 
 bool backward_needs_dq_accum(const BwdParams& p) {

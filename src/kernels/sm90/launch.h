@@ -27,6 +27,11 @@ cudaError_t prepare_kernel(const void* kernel) {
                                                                              : cudaErrorLaunchOutOfResources;
 }
 
+// Whether a kernel that needs nothing of the one before it may start while that
+// one's last blocks run (programmatic dependent launch; the dQ kernel after the
+// key-block kernel). On unless FLASHATTN_SM90_PDL=0; read once (dispatch.cpp).
+bool programmatic_launch_enabled();
+
 // Defined in instantiations/fwd_hdim{D}_{dtype}_sm90.cu.
 template <int kHeadDim, typename Element>
 cudaError_t run_fwd(const FwdKernelParams& p, cudaStream_t stream);
