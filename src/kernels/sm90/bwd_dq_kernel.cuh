@@ -10,9 +10,12 @@
 //   dQ += dS K               (wgmma, dS as the register A operand)
 // two more products (S and dP again), no atomics, no fp32 accumulator in memory,
 // and the result is deterministic by construction.
-// Producer warp: Q and dO once, then K_j and V_j by TMA through a ring of three
-// (keys, head dim) slots, in the order K0 V0 K1 V1 ...: V_j's slot comes back
-// after dP_j, K_j's after dQ_j, so K_{j+1} is in before step j ends.
+// Producer warp: Q and dO once, then K_j and V_j by TMA into three (keys, head
+// dim) slots: K in slots 0 and 1 by turns, V in slot 2 (kSplitRing). K_{j+1}
+// loads while step j runs, into the slot dQ_{j-1} freed; V_{j+1} loads from the
+// middle of step j, once dP_j has read V_j, so neither waits on a dQ product.
+// (kSplitRing = false: one ring K0 V0 K1 V1 ..., where V_{j+1} waits for
+// dQ_j to free K_j's slot; the A/B baseline.)
 // Consumer groups: 64 query rows each, all three products for them.
 #pragma once
 
@@ -41,7 +44,11 @@ struct DqTraits {
   static constexpr int kGroupRows = 64;  // wgmma's M per warp group
   static constexpr int kBlockM = kConsumerGroups * kGroupRows;
   static constexpr int kBlockN = 64;  // keys per tile: N = 64 keeps S / dP's SS wgmma at shared memory's rate
-  static constexpr int kSlots = 3;    // K / V ring
+  static constexpr int kSlots = 3;    // K / V slots
+#ifndef FLASHATTN_SM90_DQ_SPLIT_RING
+#define FLASHATTN_SM90_DQ_SPLIT_RING 1
+#endif
+  static constexpr bool kSplitRing = FLASHATTN_SM90_DQ_SPLIT_RING != 0;
   static constexpr int kConsumerThreads = kConsumerGroups * 128;
   static constexpr int kThreads = kConsumerThreads + 128;
   static constexpr int kEntryRegs = (65536 / kThreads) / 8 * 8;
@@ -95,6 +102,21 @@ struct DqArgs {
   typename Traits::TmaKV tma_k;
   typename Traits::TmaKV tma_v;
 };
+
+// Load t of a query tile's K_0 V_0 K_1 V_1 ... sequence: its slot, and how many
+// loads went into that slot before it (the round, for the barriers' phases).
+struct KvSlot {
+  int slot, round;
+};
+template <typename Traits>
+__device__ __forceinline__ KvSlot kv_slot(int t) {
+  if constexpr (Traits::kSplitRing) {
+    static_assert(Traits::kSlots == 3, "K in slots 0 and 1, V in slot 2");
+    return t % 2 == 0 ? KvSlot{(t / 2) % 2, t / 4} : KvSlot{2, t / 2};
+  } else {
+    return KvSlot{t % Traits::kSlots, t / Traits::kSlots};
+  }
+}
 
 // Plain scores (no softcap / ALiBi: those keep the fused kernel); causal and
 // window masks, GQA, packed batches. Grid: (query tiles, query heads, batch),
@@ -170,7 +192,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) dq_kernel(const __grid_co
     auto [tKgK, tKsK] = tma_partition(args.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sKV), group_modes<0, 2>(gK));
     auto [tVgV, tVsV] = tma_partition(args.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sKV), group_modes<0, 2>(gV));
     for (int t = 0; t < 2 * n_tiles; ++t) {
-      const int slot = t % kSlots, round = t / kSlots, j = n_begin + t / 2;
+      const int j = n_begin + t / 2;
+      const auto [slot, round] = kv_slot<Traits>(t);
       if (round > 0) Barrier::wait(&smem.kv_empty[slot], (round - 1) & 1);
       Barrier::arrive_and_expect_tx(&smem.kv_full[slot], Traits::kTmaBytesKV);
       if (t % 2 == 0) copy(args.tma_k.with(smem.kv_full[slot]), tKgK(_, j), tKsK(_, slot));
@@ -214,14 +237,14 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) dq_kernel(const __grid_co
 
   if (n_tiles > 0) Barrier::wait(&smem.q_full, 0);
   for (int jt = 0; jt < n_tiles; ++jt) {
-    const int tk = 2 * jt, tv = tk + 1;
-    const int sk = tk % kSlots, sv = tv % kSlots;
+    const auto [sk, rk] = kv_slot<Traits>(2 * jt);
+    const auto [sv, rv] = kv_slot<Traits>(2 * jt + 1);
     const int k0 = (n_begin + jt) * kBlockN;
     Tensor acc_s = partition_fragment_C(mma_s, Shape<Int<Traits::kGroupRows>, Int<kBlockN>>{});
     Tensor acc_dp = partition_fragment_C(mma_s, Shape<Int<Traits::kGroupRows>, Int<kBlockN>>{});
-    Barrier::wait(&smem.kv_full[sk], (tk / kSlots) & 1);
+    Barrier::wait(&smem.kv_full[sk], rk & 1);
     wgmma_issue<true, false>(mma_s, tSrQ, tSrKV(_, _, _, sk), acc_s);
-    Barrier::wait(&smem.kv_full[sv], (tv / kSlots) & 1);
+    Barrier::wait(&smem.kv_full[sv], rv & 1);
     wgmma_issue<true, false>(mma_s, tSrdO, tSrKV(_, _, _, sv), acc_dp);
 
     // P from S while dP runs; keys outside a row's range (and rows past the
@@ -284,9 +307,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) dq_kernel(const __grid_co
     }
   }
   // Launched early beside the key-block kernel (launch_dq): this grid ends only
-  // after that one, so whatever the stream runs next sees dK and dV too. (A
-  // no-op when the launch was not programmatic.)
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  // after that one, so whatever the stream runs next sees dK and dV too.
+  detail::pdl_wait();
 #endif
 }
 
@@ -335,19 +357,9 @@ cudaError_t launch_dq(const BwdKernelParams& p, cudaStream_t stream, bool after_
   static const cudaError_t ready = prepare_kernel<Traits>(reinterpret_cast<const void*>(kernel));
   if (ready != cudaSuccess) return ready;
   const unsigned m_blocks = static_cast<unsigned>((p.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM);
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(m_blocks, static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch));
-  config.blockDim = dim3(Traits::kThreads);
-  config.dynamicSmemBytes = Traits::kSmemBytes;
-  config.stream = stream;
-  cudaLaunchAttribute early{};
-  early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  early.val.programmaticStreamSerializationAllowed = 1;
-  if (after_keys && programmatic_launch_enabled()) {
-    config.attrs = &early;
-    config.numAttrs = 1;
-  }
-  return cudaLaunchKernelEx(&config, kernel, args);
+  return detail::launch_early(after_keys && programmatic_launch_enabled(), kernel,
+                              dim3(m_blocks, static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch)),
+                              dim3(Traits::kThreads), Traits::kSmemBytes, stream, args);
 }
 
 }  // namespace flashattn::sm90

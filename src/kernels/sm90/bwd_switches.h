@@ -5,12 +5,11 @@
 // dQ apart (kernel_notes, sm90 backward v34): at hd256 (and hd192, the other
 // head dim whose blocks split the products, unmeasured) the plain key-block
 // kernel computes dK and dV only and dQ comes from a kernel of its own
-// (bwd_dq_kernel.cuh), with no atomics. Measured 1.14-1.20x the fused form on
-// an H100 (session 36); off by default until its final form (P^T's reuse
-// ordered by the p_read mbarrier) has passed the GPU tests and sanitizers:
-// scripts/device_plan/call5.sh, then this default becomes 1.
+// (bwd_dq_kernel.cuh), with no atomics: 1.17-1.20x the fused form at hd256 and
+// 1.32-1.47x at hd192 on an H100 (session 37). The CMake option
+// FLASHATTN_SM90_BWD_DQ_APART=OFF defines it 0 (the fused form, for A/B runs).
 #ifndef FLASHATTN_SM90_BWD_DQ_APART
-#define FLASHATTN_SM90_BWD_DQ_APART 0
+#define FLASHATTN_SM90_BWD_DQ_APART 1
 #endif
 
 namespace flashattn::sm90 {
