@@ -7,7 +7,6 @@
 #include <cstdint>
 
 #include "kernels/common/kernel_params.h"
-#include "kernels/common/pdl.cuh"
 #include "kernels/common/seqlen.h"
 
 namespace flashattn::detail {
@@ -44,11 +43,8 @@ __device__ __forceinline__ float lse_log2_of(float lse) {
 
 // d_i = dO_i . O_i, a lane group per row (row_lanes of head_dim_v); also zeroes
 // the row's fp32 dQ accumulator and, where asked, writes its LSE in log2 units.
-// The Hopper key-block kernel may start beside it (pdl.cuh) and waits for it
-// before reading any of that.
 template <typename Element>
 __global__ void row_dot_kernel(const __grid_constant__ BwdKernelParams p) {
-  pdl_trigger();
   const int lanes = row_lanes(p.head_dim_v);
   const int t = blockIdx.x * blockDim.x + threadIdx.x, sub = threadIdx.x % lanes;
   const int h = blockIdx.y, b = blockIdx.z;
@@ -92,7 +88,6 @@ struct DqPlainCols {
 // Cols: the accumulator's column order.
 template <typename Element, bool kScale = false, typename Cols = DqPlainCols>
 __global__ void dq_convert_kernel(const __grid_constant__ BwdKernelParams p) {
-  pdl_wait();  // launched early after the Hopper key blocks (pdl.cuh)
   const int lanes = row_lanes(p.head_dim_qk);
   const int t = blockIdx.x * blockDim.x + threadIdx.x, sub = threadIdx.x % lanes;
   const int h = blockIdx.y, b = blockIdx.z;

@@ -28,6 +28,7 @@
 #include "kernels/common/bwd_common.cuh"
 #include "kernels/common/kernel_params.h"
 #include "kernels/common/mask.h"
+#include "kernels/common/pdl.cuh"
 #include "kernels/common/seqlen.h"
 #include "kernels/sm90/launch.h"
 #include "kernels/sm90/mma_utils.cuh"

@@ -21,6 +21,7 @@
 #include "kernels/common/cp_async.cuh"
 #include "kernels/common/kernel_params.h"
 #include "kernels/common/mask.h"
+#include "kernels/common/pdl.cuh"
 #include "kernels/common/seqlen.h"
 #include "kernels/common/step_walk.h"
 #include "kernels/sm90/bwd_order.h"
@@ -139,10 +140,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   const detail::SeqLen sl(p, b);
   const int seqlen_q = int(sl.seqlen_q), seqlen_k = int(sl.seqlen_k);
   const int c0 = n_block * kBlockN;
-  // The kernel after this one may start on the SMs this grid's last wave leaves
-  // (pdl.cuh): the dQ kernel (dQ apart, launch_dq), which reads nothing this one
-  // writes, or the dQ conversion, which waits for it.
-  detail::pdl_trigger();
+  // dQ apart: the dQ kernel reads nothing this one writes, so it may take each
+  // SM this grid's last wave leaves (programmatic dependent launch, launch_dq).
+  if constexpr (kApart) detail::pdl_trigger();
   if (c0 >= seqlen_k) return;  // packed: a sequence shorter than the longest
   const detail::Mask mask(seqlen_q, seqlen_k, p.window_left, p.window_right);
   const int c_last = min(c0 + kBlockN, seqlen_k) - 1;
@@ -206,14 +206,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   if (warp_group == 0) {
     // Producer: warp 0; lane 0 issues the TMA copies.
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
-    if (threadIdx.x >= 32) return;
-    // Launched beside the row-dot pass (launch_bwd): its LSE, d_i and zeroed dQ
-    // accumulator are read after pdl_wait, K and V before. Every block with keys
-    // waits here, so this grid ends after that pass.
-    if (n_steps == 0) {
-      detail::pdl_wait();
-      return;
-    }
+    if (threadIdx.x >= 32 || n_steps == 0) return;
     const int lane = threadIdx.x;
     const int rows_q = int(packed ? p.total_q : p.seqlen_q), rows_k = int(packed ? p.total_k : p.seqlen_k);
     Tensor mQ = args.tma_q.get_tma_tensor(make_shape(rows_q, kHeadDim, int(p.heads_q), batches));
@@ -232,7 +225,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       copy(args.tma_k.with(smem.kv_full), tKgK, tKsK);
       copy(args.tma_v.with(smem.kv_full), tVgV, tVsV);
     }
-    detail::pdl_wait();
     detail::StepWalk walk = walk0;
     for (int step = 0; step < n_steps; ++step, walk.next()) {
       const int s = step % kStages, round = step / kStages;

@@ -65,14 +65,10 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
     static const cudaError_t ready = prepare_kernel<Traits>(reinterpret_cast<const void*>(kernel));
     if (ready != cudaSuccess) return ready;
     // Key tiles in order: under a causal mask the first ones see the most rows,
-    // so the longest blocks start first. Beside the row-dot pass's last blocks
-    // (pdl.cuh; the kernel waits for it before reading its rows), except where
-    // dQ is apart: the dQ kernel starts beside this one and reads d_i unwaited.
-    const bool early = !kApart && p.seqlen_q > 0 && programmatic_launch_enabled();
-    if (const cudaError_t e = detail::launch_early(early, kernel, dim3(blocks(p.seqlen_k, Traits::kBlockN), hkv, batch),
-                                                   dim3(Traits::kThreads), smem, stream, args);
-        e != cudaSuccess)
-      return e;
+    // so the longest blocks start first. (Launching this one beside the row-dot
+    // pass's last blocks, and the conversion beside its own, measured within
+    // noise at hd64 / hd128: kernel_notes, v37.)
+    kernel<<<dim3(blocks(p.seqlen_k, Traits::kBlockN), hkv, batch), Traits::kThreads, smem, stream>>>(args);
   }
   if constexpr (kApart) {
     if (p.seqlen_q > 0) {
@@ -84,9 +80,7 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
     // Staged dQ permutes its columns (by keys, dq_layout.h); atomics add them in order.
     using Cols = std::conditional_t<Traits::kDqColPerm && !kAtomicDq<Traits, kMods>, DqPermCols<Traits::kDqSwizzleBits>,
                                     detail::DqPlainCols>;
-    // Beside the key blocks' last wave; it waits for them before reading.
-    return detail::launch_early(programmatic_launch_enabled(), detail::dq_convert_kernel<Element, false, Cols>, grid,
-                                dim3(detail::kRowThreads), 0, stream, p);
+    detail::dq_convert_kernel<Element, false, Cols><<<grid, detail::kRowThreads, 0, stream>>>(p);
   }
   return cudaGetLastError();
 }
