@@ -80,6 +80,16 @@ inline constexpr bool kAtomicDqAdds = FLASHATTN_SM90_BWD_ATOMIC_DQ % 2 == 1;
 // The kMods kernels (softcap, ALiBi) keep the fused dQ.
 template <typename Traits, bool kMods>
 inline constexpr bool kDqApart = bwd_dq_apart(Traits::kHeadDim) && !kMods && Traits::kByProduct && !kAtomicDq<Traits, kMods>;
+// dQ apart, back to back (v38): each group issues the next step's S^T / dP^T
+// right behind this step's dV / dK and waits for both at the next step's start,
+// instead of waiting for dV / dK alone before it issues the next product (the
+// wait that held 13.7% of the key-block kernel's stall samples, session 37);
+// a stage goes back to the producer at that next wait.
+#ifndef FLASHATTN_SM90_BWD_APART_B2B
+#define FLASHATTN_SM90_BWD_APART_B2B 0
+#endif
+template <typename Traits, bool kMods>
+inline constexpr bool kApartB2B = kDqApart<Traits, kMods> && FLASHATTN_SM90_BWD_APART_B2B != 0;
 
 // A step's dQ (a thread's accumulator acc, (row, column) of each element in rc)
 // added to the fp32 accumulator tile (rows kLd floats apart), two columns per
@@ -380,15 +390,25 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     constexpr int kChunks = decltype(size(tScS))::value / 4;
 
     const int k0 = c0;
+    constexpr bool kB2B = kApartB2B<Traits, kMods>;
+    // Back to back: S^T / dP^T of step 0 here, of step + 1 behind dV / dK.
+    Tensor acc_next = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
     if (n_steps > 0) Barrier::wait(&smem.kv_full, 0);
+    if (kB2B && n_steps > 0) {
+      Barrier::wait(g0 ? &smem.q_full[0] : &smem.do_full[0], 0);
+      wgmma_issue<true, false>(mma_sdp, tSrA, tSrB(_, _, _, 0), acc_next);
+    }
     for (int step = 0; step < n_steps; ++step) {
       const int s = step % kStages, phase = (step / kStages) & 1;
       const int m_block = step_mblock(step), m0 = m_block * kBlockM;
       const float slope = head_slope(step_head(step));
 
-      Tensor acc = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});  // S^T or dP^T
-      Barrier::wait(g0 ? &smem.q_full[s] : &smem.do_full[s], phase);
-      wgmma_issue<true, false>(mma_sdp, tSrA, tSrB(_, _, _, s), acc);
+      Tensor acc_step = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
+      auto& acc = kB2B ? acc_next : acc_step;  // S^T or dP^T
+      if (!kB2B) {
+        Barrier::wait(g0 ? &smem.q_full[s] : &smem.do_full[s], phase);
+        wgmma_issue<true, false>(mma_sdp, tSrA, tSrB(_, _, _, s), acc);
+      }
       // The previous step's reduce-add has read its staging: that stage goes
       // back to the producer (both leaders; kEmptyArrivals = 2).
       if (kStaged && dq_leader && step > 0) {
@@ -399,6 +419,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       Barrier::wait(g0 ? &smem.do_full[s] : &smem.q_full[s], phase);
       warpgroup_wait<0>();
       warpgroup_fence_operand(acc);
+      if (kB2B && step > 0) {
+        warpgroup_fence_operand(acc_kv);
+        Barrier::arrive(&smem.empty[(step - 1) % kStages]);  // dV / dK of the previous step have read it
+      }
       Tensor x = make_tensor(acc.data(), acc_rowcol(acc.layout()));
       Tensor rA = make_tensor<Element>(acc.layout());  // P^T or dS^T in 16 bits: dV's / dK's A
       if (g0) {
@@ -448,7 +472,14 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         convert_into(acc, rA);
       }
       wgmma_issue<false, true>(mma_dkv, make_tensor(rA.data(), acc_as_a(rA.layout())), tKVrB(_, _, _, s), acc_kv);
-      if constexpr (kApart) {
+      if constexpr (kB2B) {
+        if (step + 1 < n_steps) {
+          const int s1 = (step + 1) % kStages, phase1 = ((step + 1) / kStages) & 1;
+          Barrier::wait(g0 ? &smem.q_full[s1] : &smem.do_full[s1], phase1);
+          wgmma_issue<true, false>(mma_sdp, tSrA, tSrB(_, _, _, s1), acc);
+        }
+        continue;
+      } else if constexpr (kApart) {
         warpgroup_wait<0>();
         warpgroup_fence_operand(acc_kv);
         Barrier::arrive(&smem.empty[s]);  // this thread's products have read the stage
@@ -505,6 +536,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       }
     }
     if (kStaged && dq_leader) tma_store_wait<0>();
+    if (kB2B && n_steps > 0) {
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(acc_kv);
+      Barrier::arrive(&smem.empty[(n_steps - 1) % kStages]);
+    }
 
     // Epilogue: dV (group 0) or dK (group 1) straight from registers, keys past
     // the sequence not written.
