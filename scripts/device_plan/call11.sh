@@ -5,7 +5,8 @@
 # scripts/variant_build.sh ... -DFLASHATTN_SM90_BWD_APART_B2B=1) against f (main as landed,
 # call 9): its hd192 / hd256 / deterministic / graph backward tests and the three
 # sanitizers on the Hopper256 cases, then the A/B f | g.
-# run(command="bash .devc/call11.sh 2>&1 | tee $OUT/call11.log", carry=[".devc"]), about 4 minutes.
+# run(command="bash .devc/call11.sh 2>&1 | tee $OUT/call11.log", carry=[".devc"]), about 4 minutes;
+# SHORT=1: tests and racecheck side by side, one A/B round at hd256 (about 2 minutes).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . .devc/lib.sh
@@ -13,15 +14,27 @@ start=$SECONDS
 for v in f g; do [ -d .dev/$v ] || python3 -c "import tarfile; tarfile.open('.devc/$v.tar.xz').extractall('.dev')"; done
 nvidia-smi --query-gpu=name --format=csv,noheader
 S='Hopper256/CudaBackward.*-*_f16_*'
-tst g_racecheck 120 4 compute-sanitizer --tool racecheck --error-exitcode 9 .dev/g/flashattn_tests --gtest_filter="$S" --gtest_brief=1 &
-tst g_synccheck 120 4 compute-sanitizer --tool synccheck --error-exitcode 9 .dev/g/flashattn_tests --gtest_filter="$S" --gtest_brief=1 &
-wait
-tst g_memcheck 120 4 compute-sanitizer --tool memcheck --error-exitcode 9 .dev/g/flashattn_tests --gtest_filter="$S" --gtest_brief=1 &
-tst g_bwd 120 4 .dev/g/flashattn_tests --gtest_filter='*CudaBackward*hdim256*:*CudaBackward*hdim192*:Hopper256/*:CudaDeterministic*:*Graph*-*_f16_*'
-wait
+T='*CudaBackward*hdim256*:*CudaBackward*hdim192*:Hopper256/*:CudaDeterministic*:*Graph*-*_f16_*'
+if [ "${SHORT:-0}" = 1 ]; then
+  tst g_racecheck 100 4 compute-sanitizer --tool racecheck --error-exitcode 9 .dev/g/flashattn_tests --gtest_filter="$S" --gtest_brief=1 &
+  tst g_bwd 100 4 .dev/g/flashattn_tests --gtest_filter="$T"
+  wait
+else
+  tst g_racecheck 120 4 compute-sanitizer --tool racecheck --error-exitcode 9 .dev/g/flashattn_tests --gtest_filter="$S" --gtest_brief=1 &
+  tst g_synccheck 120 4 compute-sanitizer --tool synccheck --error-exitcode 9 .dev/g/flashattn_tests --gtest_filter="$S" --gtest_brief=1 &
+  wait
+  tst g_memcheck 120 4 compute-sanitizer --tool memcheck --error-exitcode 9 .dev/g/flashattn_tests --gtest_filter="$S" --gtest_brief=1 &
+  tst g_bwd 120 4 .dev/g/flashattn_tests --gtest_filter="$T"
+  wait
+fi
 echo "checks done at $((SECONDS - start)) s"
 grep -hE 'ERROR SUMMARY: [1-9]|RACECHECK SUMMARY: [1-9]|^\[  FAILED  \] [A-Za-z]' $logs/g_*.log | sort | uniq -c
-ROUNDS=2 timeout 130 scripts/gpu_ab_bench.sh .dev/f/libflashattn_bench_shim.so .dev/g/libflashattn_bench_shim.so \
-  $OUT/abg --hdims 192,256 --seqlens 1024,4096,16384 2>&1 | tee $OUT/abg.txt
+if [ "${SHORT:-0}" = 1 ]; then
+  ROUNDS=1 timeout 80 scripts/gpu_ab_bench.sh .dev/f/libflashattn_bench_shim.so .dev/g/libflashattn_bench_shim.so \
+    $OUT/abg --hdims 256 --seqlens 1024,4096,16384 2>&1 | tee $OUT/abg.txt
+else
+  ROUNDS=2 timeout 130 scripts/gpu_ab_bench.sh .dev/f/libflashattn_bench_shim.so .dev/g/libflashattn_bench_shim.so \
+    $OUT/abg --hdims 192,256 --seqlens 1024,4096,16384 2>&1 | tee $OUT/abg.txt
+fi
 pack
 echo "all done at $((SECONDS - start)) s"
