@@ -26,6 +26,9 @@ __device__ __forceinline__ void pdl_wait() {
 
 // Launches kernel(args...) on stream, programmatically when early (the caller
 // checks that the kernel waits where it must) and otherwise as <<<...>>> would.
+// Where the programmatic launch is refused (a driver, tool or stream that does
+// not take the attribute), the ordinary launch is tried once more: the kernels
+// are correct either way.
 template <typename... Params, typename... Args>
 cudaError_t launch_early(bool early, void (*kernel)(Params...), dim3 grid, dim3 block, int smem,
                          cudaStream_t stream, Args&&... args) {
@@ -40,6 +43,10 @@ cudaError_t launch_early(bool early, void (*kernel)(Params...), dim3 grid, dim3 
   if (early) {
     config.attrs = &attr;
     config.numAttrs = 1;
+    if (cudaLaunchKernelEx(&config, kernel, args...) == cudaSuccess) return cudaSuccess;
+    (void)cudaGetLastError();  // a refused launch leaves no sticky error
+    config.attrs = nullptr;
+    config.numAttrs = 0;
   }
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
