@@ -26,9 +26,10 @@ __device__ __forceinline__ void pdl_wait() {
 
 // Launches kernel(args...) on stream, programmatically when early (the caller
 // checks that the kernel waits where it must) and otherwise as <<<...>>> would.
-// Where the programmatic launch is refused (a driver, tool or stream that does
-// not take the attribute), the ordinary launch is tried once more: the kernels
-// are correct either way.
+// Where the programmatic launch is refused (a driver or tool that does not take
+// the attribute) outside a stream capture, the ordinary launch is tried once
+// more: the kernels are correct either way. (In a capture a refused launch has
+// already spoilt the capture, so its error is returned as it is.)
 template <typename... Params, typename... Args>
 cudaError_t launch_early(bool early, void (*kernel)(Params...), dim3 grid, dim3 block, int smem,
                          cudaStream_t stream, Args&&... args) {
@@ -43,8 +44,11 @@ cudaError_t launch_early(bool early, void (*kernel)(Params...), dim3 grid, dim3 
   if (early) {
     config.attrs = &attr;
     config.numAttrs = 1;
-    if (cudaLaunchKernelEx(&config, kernel, args...) == cudaSuccess) return cudaSuccess;
+    const cudaError_t e = cudaLaunchKernelEx(&config, kernel, args...);
+    if (e == cudaSuccess) return e;
     (void)cudaGetLastError();  // a refused launch leaves no sticky error
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) return e;
     config.attrs = nullptr;
     config.numAttrs = 0;
   }

@@ -138,7 +138,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) dq_kernel(const __grid_co
   const detail::SeqLen sl(p, b);
   const int seqlen_q = int(sl.seqlen_q), seqlen_k = int(sl.seqlen_k);
   const int m0 = m_block * kBlockM;
-  if (m0 >= seqlen_q) return;  // packed: a sequence shorter than the longest
+  // Packed: a sequence shorter than the longest. (It still waits for the
+  // key-block kernel, as the epilogue below does: if every block of the grid
+  // ended here, the grid must not end before that kernel.)
+  if (m0 >= seqlen_q) {
+    detail::pdl_wait();
+    return;
+  }
   const detail::Mask mask(seqlen_q, seqlen_k, p.window_left, p.window_right);
   const int r_last = min(m0 + kBlockM, seqlen_q) - 1;
   // Keys any row of the tile sees (each row's range moves right with the row).

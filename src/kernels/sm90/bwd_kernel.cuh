@@ -391,6 +391,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
     const int k0 = c0;
     constexpr bool kB2B = kApartB2B<Traits, kMods>;
+    // Step j + 1's stage must not wait on the release of step j's, which comes
+    // after it in the loop: two stages at least.
+    static_assert(!kB2B || kStages >= 2, "back to back needs two Q / dO stages");
     // Back to back: S^T / dP^T of step 0 here, of step + 1 behind dV / dK.
     Tensor acc_next = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
     if (n_steps > 0) Barrier::wait(&smem.kv_full, 0);
