@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # A planned device call (session 37): v38, the hd192 / hd256 key-block kernel (dQ apart)
 # issuing the next step's S^T / dP^T right behind this step's dV / dK
-# (FLASHATTN_SM90_BWD_APART_B2B=1; g = build-sm90-h with that unit pair rebuilt by
-# scripts/variant_build.sh ... -DFLASHATTN_SM90_BWD_APART_B2B=1) against f (main as landed,
-# call 9): its hd192 / hd256 / deterministic / graph backward tests and the three
-# sanitizers on the Hopper256 cases, then the A/B f | g.
+# (FLASHATTN_SM90_BWD_APART_B2B=1) against f (main): its hd192 / hd256 / deterministic /
+# graph backward tests and the three sanitizers on the Hopper256 cases, then the A/B
+# f | g. `bash scripts/device_plan/prepare.sh` builds and packs f and g.
 # run(command="bash .devc/call11.sh 2>&1 | tee $OUT/call11.log", carry=[".devc"]), about 4 minutes;
 # SHORT=1: tests and racecheck side by side, one A/B round at hd256 (about 2 minutes).
 set -uo pipefail
