@@ -81,10 +81,10 @@ inline constexpr bool kAtomicDqAdds = FLASHATTN_SM90_BWD_ATOMIC_DQ % 2 == 1;
 template <typename Traits, bool kMods>
 inline constexpr bool kDqApart = bwd_dq_apart(Traits::kHeadDim) && !kMods && Traits::kByProduct && !kAtomicDq<Traits, kMods>;
 // dQ apart, back to back (v38): each group issues the next step's S^T / dP^T
-// right behind this step's dV / dK and waits for both at the next step's start,
+// right behind this step's dV / dK and waits for them at the next step's start,
 // instead of waiting for dV / dK alone before it issues the next product (the
 // wait that held 13.7% of the key-block kernel's stall samples, session 37);
-// a stage goes back to the producer at that next wait.
+// the stage dV / dK read goes back to the producer as soon as they are done.
 #ifndef FLASHATTN_SM90_BWD_APART_B2B
 #define FLASHATTN_SM90_BWD_APART_B2B 0
 #endif
@@ -419,13 +419,16 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         Barrier::arrive(&smem.empty[(step - 1) % kStages]);
       }
       // The other tile (dV's / dK's B), and LSE and d_i with Q.
+      if (kB2B && step > 0) {
+        // dV / dK of the previous step (issued before this step's S^T / dP^T) have
+        // read its stage: back to the producer before this step's product is waited for.
+        warpgroup_wait<1>();
+        warpgroup_fence_operand(acc_kv);
+        Barrier::arrive(&smem.empty[(step - 1) % kStages]);
+      }
       Barrier::wait(g0 ? &smem.do_full[s] : &smem.q_full[s], phase);
       warpgroup_wait<0>();
       warpgroup_fence_operand(acc);
-      if (kB2B && step > 0) {
-        warpgroup_fence_operand(acc_kv);
-        Barrier::arrive(&smem.empty[(step - 1) % kStages]);  // dV / dK of the previous step have read it
-      }
       Tensor x = make_tensor(acc.data(), acc_rowcol(acc.layout()));
       Tensor rA = make_tensor<Element>(acc.layout());  // P^T or dS^T in 16 bits: dV's / dK's A
       if (g0) {
