@@ -4,7 +4,8 @@
 #   f: main as it is by default (bf16 sm_90a, head dims 64, 128, 192, 256), its test
 #      binary and benchmark shim (.devc/f.tar.xz): the baseline, and the shim of the grid;
 #   g: f with the dQ-apart key-block kernel's back-to-back issue (v38,
-#      -DFLASHATTN_SM90_BWD_APART_B2B=1) in its hd192 / hd256 units (.devc/g.tar.xz).
+#      -DFLASHATTN_SM90_BWD_APART_B2B=1) in its hd192 / hd256 units (.devc/g.tar.xz);
+#   g2: the same with =2 (v39: also the step's LSE / d_i read into registers early).
 # Then call11.sh (v38: tests, sanitizers, A/B) and call12.sh (the grid on f) run from
 # .devc/. call1.sh - call10.sh are the calls sessions 36 and 37 ran; they read builds
 # this script no longer makes, and stay as the record of those runs.
@@ -22,10 +23,14 @@ cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTU
   -DFLASHATTN_SM80_COMPACT_ARCHITECTURES=90a-real -DFLASHATTN_SM80_LARGE_ARCHITECTURES=90a-real \
   -DFLASHATTN_CUDA_DTYPES=bf16 -DFLASHATTN_CUDA_HEAD_DIMS="64;128;192;256" -DFLASHATTN_SM90_BWD_DQ_APART=ON > /dev/null
 ninja -C $build flashattn_tests flashattn_bench_shim
-rm -rf .dev/f .dev/g && mkdir -p .dev/f
+rm -rf .dev/f && mkdir -p .dev/f
 cp $build/tests/flashattn_tests $build/bench/gpu/libflashattn_bench_shim.so .dev/f/
-scripts/variant_build.sh $build .dev/g . \
-  sm90/instantiations/bwd_hdim256_bf16_sm90.cu,sm90/instantiations/bwd_hdim192_bf16_sm90.cu -DFLASHATTN_SM90_BWD_APART_B2B=1
-(cd .dev && tar -cf - f | xz -T2 -6 > ../.devc/f.tar.xz && tar -cf - g | xz -T2 -6 > ../.devc/g.tar.xz)
+for v in 1 2; do
+  out=.dev/g; [ $v = 2 ] && out=.dev/g2
+  rm -rf $out
+  scripts/variant_build.sh $build $out . \
+    sm90/instantiations/bwd_hdim256_bf16_sm90.cu,sm90/instantiations/bwd_hdim192_bf16_sm90.cu -DFLASHATTN_SM90_BWD_APART_B2B=$v
+done
+(cd .dev && for v in f g g2; do tar -cf - $v | xz -T2 -6 > ../.devc/$v.tar.xz; done)
 cp $here/lib.sh $here/call11.sh $here/call12.sh .devc/
 du -sh .devc

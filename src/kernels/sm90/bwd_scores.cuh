@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 
 #include <cute/tensor.hpp>
 
@@ -35,9 +36,15 @@ struct KeyRows {
   // exp2 against the rows' LSE in log2 units, masked when the tile is not
   // whole. Query columns are taken relative to the thread's first one
   // (constants once unrolled) against the key rows' ranges shifted to match.
-  template <typename X, typename Coord>
-  __device__ __forceinline__ void probs(X& x, const Coord& coord, const float* lse_log2, bool need_mask, int m0,
+  // lse_log2: the tile's row LSEs (indexed by query row) or, where the caller
+  // has read this thread's into registers first, a callable of ni (LseOf).
+  template <typename X, typename Coord, typename Lse>
+  __device__ __forceinline__ void probs(X& x, const Coord& coord, const Lse& lse_log2, bool need_mask, int m0,
                                         float scale_log2) const {
+    auto lse_of = [&](int ni) {
+      if constexpr (std::is_pointer_v<Lse> || std::is_array_v<Lse>) return lse_log2[get<1>(coord(0, ni))];
+      else return lse_log2(ni);
+    };
     const int q0 = get<1>(coord(0, 0));
     if (need_mask) {
       int l[2], h[2];
@@ -49,7 +56,7 @@ struct KeyRows {
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(x); ++ni) {
         const int il = get<1>(coord(0, ni)), q = il - q0;
-        const float lse2 = lse_log2[il];
+        const float lse2 = lse_of(ni);
         CUTE_UNROLL
         for (int mi = 0; mi < 2; ++mi)
           x(mi, ni) = q >= l[mi] && q < h[mi] ? exp2f(fmaf(x(mi, ni), scale_log2, -lse2)) : 0.f;
@@ -57,7 +64,7 @@ struct KeyRows {
     } else {
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(x); ++ni) {
-        const float lse2 = lse_log2[get<1>(coord(0, ni))];
+        const float lse2 = lse_of(ni);
         CUTE_UNROLL
         for (int mi = 0; mi < 2; ++mi) x(mi, ni) = exp2f(fmaf(x(mi, ni), scale_log2, -lse2));
       }
