@@ -95,6 +95,15 @@ inline constexpr bool kApartB2B = kDqApart<Traits, kMods> && FLASHATTN_SM90_BWD_
 // hides under the product (short-scoreboard stalls on them: 8.8% of the samples).
 template <typename Traits, bool kMods>
 inline constexpr bool kApartRowRegs = kApartB2B<Traits, kMods> && FLASHATTN_SM90_BWD_APART_B2B >= 2;
+// The same reads early in the by-keys kernels of 64-row steps (hd96 / hd128, plain
+// scores; v40, an A/B switch, off): LSE before S^T's wait, d_i before dP^T's. (At
+// hd64's 128-row steps the 32 values spill: 112 bytes.)
+#ifndef FLASHATTN_SM90_BWD_ROW_REGS
+#define FLASHATTN_SM90_BWD_ROW_REGS 0
+#endif
+template <typename Traits, bool kMods>
+inline constexpr bool kKeysRowRegs =
+    !Traits::kByProduct && Traits::kBlockM == 64 && !kMods && FLASHATTN_SM90_BWD_ROW_REGS != 0;
 
 // A step's dQ (a thread's accumulator acc, (row, column) of each element in rc)
 // added to the fp32 accumulator tile (rows kLd floats apart), two columns per
@@ -734,9 +743,17 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       const bool need_mask = m0 + kBlockM > seqlen_q || !mask.tile_full(m0, m0 + kBlockM, k0, k0 + kBlockN);
       Tensor sc = make_tensor(acc_s.data(), acc_rowcol(acc_s.layout()));
       Tensor dp = make_tensor(acc_dp.data(), acc_rowcol(acc_dp.layout()));
+      constexpr int kRowVals = decltype(size<1>(sc))::value;
+      [[maybe_unused]] float row_vals[kRowVals];
+      if constexpr (kKeysRowRegs<Traits, kMods>) {
+        CUTE_UNROLL
+        for (int ni = 0; ni < kRowVals; ++ni) row_vals[ni] = smem.lse_log2[s][get<1>(coord(0, ni))];
+      }
       warpgroup_wait<1>();
       warpgroup_fence_operand(acc_s);
       if constexpr (kMods) key_rows.probs_mods(sc, coord, smem.lse_log2[s], m0, ScoreMods(p, c0, seqlen_q, seqlen_k, slope));
+      else if constexpr (kKeysRowRegs<Traits, kMods>)
+        key_rows.probs(sc, coord, [&](int ni) { return row_vals[ni]; }, need_mask, m0, p.scale_log2);
       else key_rows.probs(sc, coord, smem.lse_log2[s], need_mask, m0, p.scale_log2);
       // dV's place (Traits::kDsFirst): issued here it runs under dS's formation;
       // with dS first (the fp32 P is then dead) it runs under dS^T's conversion,
@@ -747,12 +764,17 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         convert_into(acc_s, rP);
         wgmma_issue<false, true>(mma_dkv, tdVrP, tdVrdO(_, _, _, s), acc_dv);
       }
+      if constexpr (kKeysRowRegs<Traits, kMods>) {
+        CUTE_UNROLL
+        for (int ni = 0; ni < kRowVals; ++ni) row_vals[ni] = smem.row_dot[s][get<1>(coord(0, ni))];
+      }
       warpgroup_wait<kDsFirst ? 0 : 1>();
       warpgroup_fence_operand(acc_dp);
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(sc); ++ni) {
         // dS = P (dP - d) scale, (dP - d) scale as one fma with d scale per column.
-        const float d_scaled = smem.row_dot[s][get<1>(coord(0, ni))] * p.softmax_scale;
+        const float d_scaled =
+            (kKeysRowRegs<Traits, kMods> ? row_vals[ni] : smem.row_dot[s][get<1>(coord(0, ni))]) * p.softmax_scale;
         CUTE_UNROLL
         for (int mi = 0; mi < size<0>(sc); ++mi) {
           dp(mi, ni) = sc(mi, ni) * fmaf(dp(mi, ni), p.softmax_scale, -d_scaled);
