@@ -445,11 +445,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       // has been waited for here) while the product runs.
       constexpr int kRowVals = decltype(size<1>(acc_rowcol(acc.layout())))::value;
       [[maybe_unused]] float row_vals[kRowVals];
-      if constexpr (kApartRowRegs<Traits, kMods>) {
-        const float* rows = g0 ? smem.lse_log2[s] : smem.row_dot[s];
-        CUTE_UNROLL
-        for (int ni = 0; ni < kRowVals; ++ni) row_vals[ni] = rows[get<1>(coord(0, ni))];
-      }
+      if constexpr (kApartRowRegs<Traits, kMods>) read_row_vals(row_vals, g0 ? smem.lse_log2[s] : smem.row_dot[s], coord);
       warpgroup_wait<0>();
       warpgroup_fence_operand(acc);
       Tensor x = make_tensor(acc.data(), acc_rowcol(acc.layout()));
@@ -745,10 +741,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       Tensor dp = make_tensor(acc_dp.data(), acc_rowcol(acc_dp.layout()));
       constexpr int kRowVals = decltype(size<1>(sc))::value;
       [[maybe_unused]] float row_vals[kRowVals];
-      if constexpr (kKeysRowRegs<Traits, kMods>) {
-        CUTE_UNROLL
-        for (int ni = 0; ni < kRowVals; ++ni) row_vals[ni] = smem.lse_log2[s][get<1>(coord(0, ni))];
-      }
+      if constexpr (kKeysRowRegs<Traits, kMods>) read_row_vals(row_vals, smem.lse_log2[s], coord);
       warpgroup_wait<1>();
       warpgroup_fence_operand(acc_s);
       if constexpr (kMods) key_rows.probs_mods(sc, coord, smem.lse_log2[s], m0, ScoreMods(p, c0, seqlen_q, seqlen_k, slope));
@@ -764,10 +757,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         convert_into(acc_s, rP);
         wgmma_issue<false, true>(mma_dkv, tdVrP, tdVrdO(_, _, _, s), acc_dv);
       }
-      if constexpr (kKeysRowRegs<Traits, kMods>) {
-        CUTE_UNROLL
-        for (int ni = 0; ni < kRowVals; ++ni) row_vals[ni] = smem.row_dot[s][get<1>(coord(0, ni))];
-      }
+      if constexpr (kKeysRowRegs<Traits, kMods>) read_row_vals(row_vals, smem.row_dot[s], coord);
       warpgroup_wait<kDsFirst ? 0 : 1>();
       warpgroup_fence_operand(acc_dp);
       CUTE_UNROLL

@@ -21,6 +21,14 @@ using detail::BwdKernelParams;
 // mask, empty for keys past the sequence: a row sees key j iff it lies in
 // row_begin(j)..row_end(j), the same test as col_begin(i) <= j < col_end(i),
 // with two ranges per thread instead of two per query column.
+// A per-row vector of the step (LSE or d_i in shared memory, indexed by query row)
+// at this thread's columns ni, read into registers ahead of their use.
+template <int N, typename Coord>
+__device__ __forceinline__ void read_row_vals(float (&vals)[N], const float* rows, const Coord& coord) {
+  CUTE_UNROLL
+  for (int ni = 0; ni < N; ++ni) vals[ni] = rows[get<1>(coord(0, ni))];
+}
+
 struct KeyRows {
   int lo[2], hi[2];
   template <typename Coord>
