@@ -53,6 +53,9 @@ struct Options {
   Backend backend = Backend::automatic;
   void* stream = nullptr;              // cudaStream_t; null: the default stream
   int num_threads = 0;                 // CPU backends; 0: OpenMP's default; at most kMaxThreads
+  // int32 [B], forward only: sequence b attends to its first seqused_k[b] keys, the
+  // filled part of a KV cache (masks align at that end). Unset: every key.
+  std::optional<TensorView> seqused_k;
 };
 
 // Packed variable-length batch description. cu_seqlens are int32 [B+1] on the

@@ -39,6 +39,9 @@ struct FwdParams {
   const int32_t* cu_seqlens_q = nullptr;  // [B+1]
   const int32_t* cu_seqlens_k = nullptr;  // [B+1]
   int64_t total_q = 0, total_k = 0;
+  // Keys in use (forward only): sequence b reads only its first seqused_k[b] key rows,
+  // a KV cache filled to there; null: all of them. Batched or packed.
+  const int32_t* seqused_k = nullptr;  // [B]
 
   float softmax_scale = 0.f;
   float softcap = 0.f;  // 0: off

@@ -57,13 +57,15 @@ def _options(fw, q, ex, softmax_scale, causal, window, softcap, alibi_slopes, dr
 
 def forward(q, k, v, *, softmax_scale=None, causal=False, window=(-1, -1), softcap=0.0,
             alibi_slopes=None, dropout_p=0.0, seed=0, offset=0, return_lse=False, backend="auto",
-            num_threads=0, stream=None, out=None):
+            num_threads=0, stream=None, out=None, seqused_k=None):
     """Attention of q [B, Sq, Hq, Dqk], k [B, Sk, Hkv, Dqk], v [B, Sk, Hkv, Dv].
 
     Returns out [B, Sq, Hq, Dv] in q's dtype, or (out, lse) with lse [B, Hq, Sq] float32
     when return_lse. `window` is (left, right), -1 unbounded; causal and window are
     aligned at the bottom right. `stream` (CUDA, an integer handle) defaults to the
-    framework's current stream (PyTorch, CuPy), else the default stream.
+    framework's current stream (PyTorch, CuPy), else the default stream. `seqused_k`
+    (int32 [B], CPU backends): sequence b attends to its first seqused_k[b] keys only,
+    the filled part of a KV cache; masks align at that end.
     """
     fw = adapter(q, "q")
     B, Sq, Hq, _ = shape_of(q, "q", 4, "[B, Sq, Hq, D]")
@@ -74,9 +76,10 @@ def forward(q, k, v, *, softmax_scale=None, causal=False, window=(-1, -1), softc
     lse = fw.empty((B, Hq, Sq), "float32", q) if return_lse else None
     ex = Exporter()
     arrays = (ex(q, "q"), ex(k, "k"), ex(v, "v"), ex.output(out, "out"), ex(lse, "lse"))
+    used = ex(seqused_k, "seqused_k")
     opts = _options(fw, q, ex, softmax_scale, causal, window, softcap, alibi_slopes, dropout_p,
                     seed, offset, backend, num_threads, stream)
-    _C.fwd(*arrays, **opts, u16_is_bf16=ex.bf16_as_u16)
+    _C.fwd(*arrays, **opts, u16_is_bf16=ex.bf16_as_u16, seqused_k=used)
     out = out if given else fw.finish(out, q)
     return (out, fw.finish(lse, q)) if return_lse else out
 
@@ -84,10 +87,11 @@ def forward(q, k, v, *, softmax_scale=None, causal=False, window=(-1, -1), softc
 def forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *,
                    softmax_scale=None, causal=False, window=(-1, -1), softcap=0.0,
                    alibi_slopes=None, dropout_p=0.0, seed=0, offset=0, return_lse=False,
-                   backend="auto", num_threads=0, stream=None, out=None):
+                   backend="auto", num_threads=0, stream=None, out=None, seqused_k=None):
     """Packed variable-length attention: q [total_q, Hq, Dqk], k/v [total_k, Hkv, D],
     cu_seqlens int32 [B+1] on q's device. Returns out [total_q, Hq, Dv] (and lse
-    [Hq, total_q] float32 when return_lse)."""
+    [Hq, total_q] float32 when return_lse). `seqused_k` as in forward: sequence b
+    uses the first seqused_k[b] of its key rows."""
     fw = adapter(q, "q")
     total_q, Hq, _ = shape_of(q, "q", 3, "[total_q, Hq, D]")
     Dv = shape_of(v, "v", 3, "[total_k, Hkv, Dv]")[2]
@@ -99,9 +103,10 @@ def forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen
     arrays = (ex(q, "q"), ex(k, "k"), ex(v, "v"), ex.output(out, "out"), ex(lse, "lse"),
               ex(cu_seqlens_q, "cu_seqlens_q"), ex(cu_seqlens_k, "cu_seqlens_k"),
               _int(max_seqlen_q, "max_seqlen_q"), _int(max_seqlen_k, "max_seqlen_k"))
+    used = ex(seqused_k, "seqused_k")
     opts = _options(fw, q, ex, softmax_scale, causal, window, softcap, alibi_slopes, dropout_p,
                     seed, offset, backend, num_threads, stream)
-    _C.fwd_varlen(*arrays, **opts, u16_is_bf16=ex.bf16_as_u16)
+    _C.fwd_varlen(*arrays, **opts, u16_is_bf16=ex.bf16_as_u16, seqused_k=used)
     out = out if given else fw.finish(out, q)
     return (out, fw.finish(lse, q)) if return_lse else out
 

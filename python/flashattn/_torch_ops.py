@@ -112,7 +112,22 @@ def _bwd_varlen_impl(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor,
     return dq, dk, dv
 
 
+def _fwd_kvcache_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, seqused_k: Tensor,
+                      softmax_scale: float, causal: bool, window_left: int, window_right: int,
+                      softcap: float, alibi_slopes: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+    """Forward over the first seqused_k[b] rows of each sequence's cache (no autograd:
+    the caches are inference state)."""
+    q, k_cache, v_cache = _c(q), _c(k_cache), _c(v_cache)
+    out = q.new_empty(q.shape[:-1] + (v_cache.shape[-1],))
+    lse = q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
+    _C.fwd(_dl(q), _dl(k_cache), _dl(v_cache), _dl(out), _dl(lse), softmax_scale, causal, window_left,
+           window_right, softcap, _opt(alibi_slopes), 0.0, 0, 0, "auto", 0, _stream(q),
+           seqused_k=_dl(seqused_k))
+    return out, lse
+
+
 fwd = torch.library.custom_op("flashattn::fwd", mutates_args=())(_fwd_impl)
+fwd_kvcache = torch.library.custom_op("flashattn::fwd_kvcache", mutates_args=())(_fwd_kvcache_impl)
 fwd_varlen = torch.library.custom_op("flashattn::fwd_varlen", mutates_args=())(_fwd_varlen_impl)
 bwd = torch.library.custom_op("flashattn::bwd", mutates_args=())(_bwd_impl)
 bwd_varlen = torch.library.custom_op("flashattn::bwd_varlen", mutates_args=())(_bwd_varlen_impl)
@@ -121,6 +136,12 @@ bwd_varlen = torch.library.custom_op("flashattn::bwd_varlen", mutates_args=())(_
 @fwd.register_fake
 def _(q, k, v, *args):
     return (q.new_empty(q.shape[:-1] + (v.shape[-1],)),
+            q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32))
+
+
+@fwd_kvcache.register_fake
+def _(q, k_cache, v_cache, *args):
+    return (q.new_empty(q.shape[:-1] + (v_cache.shape[-1],)),
             q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32))
 
 
@@ -214,3 +235,10 @@ def attention_varlen(q, k, v, *args):
     if _needs_grad(q, k, v):
         return _EagerFwd.apply(q, k, v, *args)
     return _fwd_varlen_impl(q, k, v, *args)
+
+
+def attention_kvcache(q, k_cache, v_cache, seqused_k, *args):
+    """(out, lse) of flashattn::fwd_kvcache: the op under tracing, the function in eager mode."""
+    if not _eager(q):
+        return fwd_kvcache(q, k_cache, v_cache, seqused_k, *args)
+    return _fwd_kvcache_impl(q, k_cache, v_cache, seqused_k, *args)

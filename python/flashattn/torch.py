@@ -9,7 +9,8 @@ values. Differences:
     materialised (flash_attn returns them only with dropout, for testing).
   * Dropout draws its seed from PyTorch's default CPU generator, so torch.manual_seed
     makes it reproducible. A captured CUDA graph replays the seed it was captured with.
-  * flash_attn_varlen_func's block_table (paged KV cache) is not supported.
+  * flash_attn_varlen_func's and flash_attn_with_kvcache's block_table (paged KV cache)
+    is not supported; flash_attn_with_kvcache runs on CPU tensors only for now.
   * CPU tensors run too (fp32, fp16, bf16); CUDA needs fp16/bf16 and head dims that are
     multiples of 8 (flash_attn pads other head dims; flashattn refuses them).
 causal and window_size are aligned at the bottom right (query i sits at key
@@ -28,7 +29,7 @@ from ._errors import error as _error
 
 __all__ = ["flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func",
            "flash_attn_varlen_func", "flash_attn_varlen_qkvpacked_func",
-           "flash_attn_varlen_kvpacked_func", "scaled_dot_product_attention"]
+           "flash_attn_varlen_kvpacked_func", "flash_attn_with_kvcache", "scaled_dot_product_attention"]
 
 
 def _options(q, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic):
@@ -110,6 +111,105 @@ def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqle
     return flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                   dropout_p, softmax_scale, causal, window_size, softcap,
                                   alibi_slopes, deterministic, return_attn_probs)
+
+
+def _rotate(x, cos, sin, pos, interleaved):
+    """x [B, S, H, D] with its first 2 * cos.shape[1] dims rotated at positions pos [B, S]
+    (fp32 arithmetic, rounded once to x's dtype, as flash_attn's rotary kernel)."""
+    half = cos.shape[1]
+    c = cos[pos].unsqueeze(2).float()
+    s = sin[pos].unsqueeze(2).float()
+    r = x[..., :2 * half].float()
+    if interleaved:  # pairs (0, 1), (2, 3), ... (GPT-J)
+        x1, x2 = r[..., 0::2], r[..., 1::2]
+        r = _torch.stack((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1).flatten(-2)
+    else:  # halves (GPT-NeoX)
+        x1, x2 = r[..., :half], r[..., half:]
+        r = _torch.cat((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1)
+    return _torch.cat((r.to(x.dtype), x[..., 2 * half:]), dim=-1)
+
+
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
+                            cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None,
+                            block_table=None, softmax_scale=None, causal=False, window_size=(-1, -1),
+                            softcap=0.0, rotary_interleaved=True, alibi_slopes=None, num_splits=0,
+                            return_softmax_lse=False):
+    """Attention of q [B, Sq, Hq, D] over a KV cache k_cache / v_cache [B_cache, S_cache, Hkv, D]
+    whose sequence b holds cache_seqlens[b] keys (int or int32 [B]; None: S_cache).
+
+    With k, v [B, S_new, Hkv, D] the new keys are first written into the caches in place at
+    rows cache_seqlens[b] .. cache_seqlens[b] + S_new - 1, and attention covers them too.
+    rotary_cos / rotary_sin [S_ro, R / 2] rotate the first R dims of q and the new k at
+    their positions (q at cache_seqlens[b] + i when causal or windowed, else all at
+    cache_seqlens[b]). cache_batch_idx (int [B]) picks each sequence's cache (this copies
+    the picked caches per call). Masks align at the end of the used keys. Returns out
+    [B, Sq, Hq, Dv], or (out, softmax_lse [B, Hq, Sq]). num_splits is accepted and
+    ignored (the library picks its own key splits). Inference only: no gradients. CPU
+    tensors only for now; cache_leftpad and block_table (paged KV) raise
+    NotImplementedError.
+    """
+    if block_table is not None:
+        raise _error(NotImplementedError, "block_table", "paged KV caches are not supported")
+    if cache_leftpad is not None:
+        raise _error(NotImplementedError, "cache_leftpad", "left-padded caches are not supported")
+    if q.is_cuda:
+        raise _error(NotImplementedError, "k_cache",
+                     "KV-cache attention runs on CPU tensors only in this release")
+    for name, t, nd in (("q", q, 4), ("k_cache", k_cache, 4), ("v_cache", v_cache, 4)):
+        if t.dim() != nd:
+            raise _error(ValueError, name, f"expected 4 dims, got {list(t.shape)}")
+    if (k is None) != (v is None):
+        raise _error(ValueError, "k" if k is None else "v", "k and v are given together or not at all")
+    if (rotary_cos is None) != (rotary_sin is None):
+        raise _error(ValueError, "rotary_cos", "rotary_cos and rotary_sin are given together or not at all")
+    batch, s_new = q.shape[0], 0 if k is None else k.shape[1]
+    s_cache = k_cache.shape[1]
+    if k is not None:
+        if cache_seqlens is None:
+            raise _error(ValueError, "cache_seqlens", "is needed with k and v: where the new keys go")
+        for name, t, c in (("k", k, k_cache), ("v", v, v_cache)):
+            if t.dim() != 4 or t.shape[0] != batch or t.shape[2:] != c.shape[2:]:
+                raise _error(ValueError, name, f"expected [{batch}, S_new, {c.shape[2]}, {c.shape[3]}] "
+                                               f"like its cache, got {list(t.shape)}")
+        if v.shape[1] != s_new:
+            raise _error(ValueError, "v", f"has {v.shape[1]} new rows and k {s_new}")
+    if cache_seqlens is None:
+        seqlens = _torch.full((batch,), s_cache, dtype=_torch.int32, device=q.device)
+    elif isinstance(cache_seqlens, int):
+        seqlens = _torch.full((batch,), cache_seqlens, dtype=_torch.int32, device=q.device)
+    else:
+        if cache_seqlens.shape != (batch,):
+            raise _error(ValueError, "cache_seqlens", f"expected shape [{batch}], got {list(cache_seqlens.shape)}")
+        seqlens = cache_seqlens.to(device=q.device, dtype=_torch.int32)
+    if cache_batch_idx is not None and cache_batch_idx.shape != (batch,):
+        raise _error(ValueError, "cache_batch_idx", f"expected shape [{batch}], got {list(cache_batch_idx.shape)}")
+    if not _torch.compiler.is_compiling():  # values: before the caches are written
+        lo, hi = int(seqlens.min()) if batch else 0, int(seqlens.max()) if batch else 0
+        if lo < 0 or hi + s_new > s_cache:
+            raise _error(ValueError, "cache_seqlens",
+                         f"entries in [{lo}, {hi}] with {s_new} new keys do not fit a cache of {s_cache} rows")
+        if cache_batch_idx is not None and batch and not (
+                0 <= int(cache_batch_idx.min()) and int(cache_batch_idx.max()) < k_cache.shape[0]):
+            raise _error(ValueError, "cache_batch_idx", f"entries must be in [0, {k_cache.shape[0]})")
+    rows = None if cache_batch_idx is None else cache_batch_idx.to(device=q.device, dtype=_torch.int64)
+    start = seqlens.to(_torch.int64)
+    if rotary_cos is not None:
+        moving = causal or tuple(window_size) != (-1, -1)
+        q_pos = start[:, None] + (_torch.arange(q.shape[1], device=q.device) if moving else 0)
+        q = _rotate(q, rotary_cos, rotary_sin, q_pos.expand(batch, q.shape[1]), rotary_interleaved)
+    if k is not None:
+        pos = start[:, None] + _torch.arange(s_new, device=q.device)
+        if rotary_cos is not None:
+            k = _rotate(k, rotary_cos, rotary_sin, pos, rotary_interleaved)
+        b = (_torch.arange(batch, device=q.device) if rows is None else rows)[:, None].expand(batch, s_new)
+        k_cache[b, pos] = k
+        v_cache[b, pos] = v
+        seqlens = seqlens + s_new
+    kc, vc = (k_cache, v_cache) if rows is None else (k_cache.index_select(0, rows), v_cache.index_select(0, rows))
+    scale, causal, left, right, softcap, alibi_slopes, *_ = _options(
+        q, 0.0, softmax_scale, causal, window_size, softcap, alibi_slopes, False)
+    out, lse = _ops.attention_kvcache(q, kc, vc, seqlens, scale, causal, left, right, softcap, alibi_slopes)
+    return (out, lse) if return_softmax_lse else out
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,

@@ -33,6 +33,7 @@ struct Opts {
   int num_threads;
   uintptr_t stream;
   bool u16_is_bf16;
+  InArray seqused_k;
 
   Options make(bool deterministic = false) const {
     Options o;
@@ -48,6 +49,7 @@ struct Opts {
     o.backend = backend_from_string(backend.c_str());
     o.num_threads = num_threads;
     o.stream = reinterpret_cast<void*>(stream);
+    o.seqused_k = optional_view(seqused_k, "seqused_k", false);
     return o;
   }
 };
@@ -57,13 +59,14 @@ struct Opts {
   "softmax_scale"_a.none() = nb::none(), "causal"_a = false, "window_left"_a = -1,        \
   "window_right"_a = -1, "softcap"_a = 0.0, "alibi_slopes"_a.none() = nb::none(),         \
   "dropout_p"_a = 0.0, "seed"_a = 0, "offset"_a = 0, "backend"_a = "auto",                \
-  "num_threads"_a = 0, "stream"_a = 0, "u16_is_bf16"_a = false
+  "num_threads"_a = 0, "stream"_a = 0, "u16_is_bf16"_a = false,                          \
+  "seqused_k"_a.none() = nb::none()
 #define FA_OPTS_PARAMS                                                                      \
   std::optional<double> scale, bool causal, int64_t wl, int64_t wr, double softcap,        \
       flashattn::python::InArray alibi, double p, uint64_t seed, uint64_t offset, std::string backend,         \
-      int threads, uintptr_t stream, bool bf16
+      int threads, uintptr_t stream, bool bf16, flashattn::python::InArray used
 #define FA_OPTS_VALUES                                                                      \
-  flashattn::python::Opts { scale, causal, wl, wr, softcap, alibi, p, seed, offset, backend, threads, stream, bf16 }
+  flashattn::python::Opts { scale, causal, wl, wr, softcap, alibi, p, seed, offset, backend, threads, stream, bf16, used }
 
 void fwd(InArray q, InArray k, InArray v, OutArray out, OutArray lse, const Opts& a) {
   const bool b = a.u16_is_bf16;

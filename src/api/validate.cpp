@@ -283,6 +283,30 @@ void fill_options(FwdParams& p, const Options& opt, const Shapes& s, const Tenso
     fail(ErrorKind::value, "backend", "'cuda' needs tensors in CUDA device memory, but q is on the host");
 }
 
+// seqused_k: int32 [B], contiguous, on q's device; on the host each entry within its
+// sequence's key rows (Sk batched, cu_seqlens_k[b+1] - cu_seqlens_k[b] packed).
+void set_seqused_k(FwdParams& p, const Options& opt, const TensorView& q) {
+  if (!opt.seqused_k) return;
+  const TensorView& u = *opt.seqused_k;
+  check_tensor("seqused_k", u, 1, "[B]");
+  if (u.dtype != DType::i32)
+    fail(ErrorKind::type, "seqused_k", std::string("dtype must be int32, got ") + to_string(u.dtype));
+  check_same_device("seqused_k", u, q.device);
+  check_dim("seqused_k", u, 0, p.batch, "B", "[B]");
+  if (p.batch > 1 && u.stride[0] != 1) fail(ErrorKind::value, "seqused_k", "must be contiguous");
+  const auto* used = static_cast<const int32_t*>(u.data);
+  if (q.device.type == DeviceType::cpu)
+    for (int64_t b = 0; b < p.batch; ++b) {
+      const int64_t rows = p.is_varlen() ? int64_t(p.cu_seqlens_k[b + 1]) - p.cu_seqlens_k[b] : p.seqlen_k;
+      if (used[b] < 0 || used[b] > rows)
+        fail(ErrorKind::value, "seqused_k",
+             "entry " + std::to_string(b) + " is " + std::to_string(used[b]) +
+                 ", outside [0, " + std::to_string(rows) + "], the key rows of sequence " +
+                 std::to_string(b));
+    }
+  p.seqused_k = used;
+}
+
 // Strides of a [B, S, H, D] or [total, H, D] tensor as (batch, row, head).
 void strides_of(const TensorView& t, bool packed, int64_t& b, int64_t& r, int64_t& h) {
   if (packed) {
@@ -330,6 +354,7 @@ FwdParams fill_common(const TensorView& q, const TensorView& k, const TensorView
            "must be contiguous");
   }
   fill_options(p, options, s, q);
+  set_seqused_k(p, options, q);
   return p;
 }
 
@@ -365,6 +390,10 @@ BwdParams make_bwd_params(const TensorView& dout, const TensorView& q, const Ten
                           const Varlen* varlen, const Options& options) {
   Shapes s;
   BwdParams p;
+  if (options.seqused_k)
+    fail(ErrorKind::unsupported, "seqused_k",
+         "is a forward-only option (attention over a filled KV cache); the backward takes "
+         "every key of k and v");
   static_cast<FwdParams&>(p) = fill_common(q, k, v, out, varlen, options, s);
   const bool packed = varlen != nullptr;
   check_lse("lse", lse, s, q, packed);

@@ -21,6 +21,11 @@ FLASH_ATTN_2 = {
                               "block_table=None)",
     "flash_attn_varlen_qkvpacked_func": f"(qkv, cu_seqlens, max_seqlen, {_TAIL})",
     "flash_attn_varlen_kvpacked_func": f"(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, {_TAIL})",
+    "flash_attn_with_kvcache": "(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None, "
+                               "cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None, "
+                               "softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, "
+                               "rotary_interleaved=True, alibi_slopes=None, num_splits=0, "
+                               "return_softmax_lse=False)",
 }
 SDPA = "(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False)"
 

@@ -204,6 +204,11 @@ std::string Case::describe() const {
     for (int l : lens_k) s << l << ",";
     s << "}";
   }
+  if (!used_k.empty()) {
+    s << " used_k={";
+    for (int u : used_k) s << u << ",";
+    s << "}";
+  }
   s << " layout=" << layout_name(layout) << " out_layout=" << layout_name(out_layout)
     << " input_scale=" << input_scale;
   if (softmax_scale) s << " softmax_scale=" << *softmax_scale;
@@ -370,6 +375,21 @@ Problem make_problem(const Case& c) {
                                          : make_tensor(DType::f32, {p.B, c.Hq}, al);
     for (int64_t i = 0; i < p.alibi->numel(); ++i) p.alibi->set(i, u(rng));
   }
+  if (!c.used_k.empty()) {
+    if (static_cast<int64_t>(c.used_k.size()) != p.B) throw std::logic_error("used_k needs B entries");
+    p.used_k = make_tensor(DType::i32, {p.B});
+    for (int64_t b = 0; b < p.B; ++b) {
+      if (c.used_k[b] > p.len_k[b]) throw std::logic_error("used_k above the key rows");
+      p.used_k->set(b, c.used_k[b]);
+      // Rows past the used keys: NaN, so a backend that reads them shows it.
+      for (int64_t j = c.used_k[b]; j < p.len_k[b]; ++j)
+        for (int64_t hk = 0; hk < c.Hkv; ++hk) {
+          for (int64_t x = 0; x < c.Dqk; ++x) p.k.set((p.row_k(b, j) * c.Hkv + hk) * c.Dqk + x, kNaN);
+          for (int64_t x = 0; x < c.Dv; ++x) p.v.set((p.row_k(b, j) * c.Hkv + hk) * c.Dv + x, kNaN);
+        }
+      p.len_k[b] = c.used_k[b];
+    }
+  }
   if (c.varlen()) {
     p.cu_q = make_tensor(DType::i32, {p.B + 1});
     p.cu_k = make_tensor(DType::i32, {p.B + 1});
@@ -418,15 +438,16 @@ namespace {
 
 struct BoundInputs {
   HostTensor q, k, v;
-  std::optional<HostTensor> alibi, cu_q, cu_k;
-  std::optional<Bound> bq, bk, bv, ba, bcq, bck;
+  std::optional<HostTensor> alibi, cu_q, cu_k, used_k;
+  std::optional<Bound> bq, bk, bv, ba, bcq, bck, bu;
 
   BoundInputs(const Problem& p, const Target& t)
-      : q(p.q), k(p.k), v(p.v), alibi(p.alibi), cu_q(p.cu_q), cu_k(p.cu_k) {
+      : q(p.q), k(p.k), v(p.v), alibi(p.alibi), cu_q(p.cu_q), cu_k(p.cu_k), used_k(p.used_k) {
     bq.emplace(t, q);
     bk.emplace(t, k);
     bv.emplace(t, v);
     if (alibi) ba.emplace(t, *alibi);
+    if (used_k) bu.emplace(t, *used_k);
     if (cu_q) {
       bcq.emplace(t, *cu_q);
       bck.emplace(t, *cu_k);
@@ -435,6 +456,7 @@ struct BoundInputs {
   fa::Options options(const Problem& p, const Target& t, const RunOpts& o) const {
     fa::Options opt = p.options(t);
     if (ba) opt.alibi_slopes = ba->view();
+    if (bu) opt.seqused_k = bu->view();
     opt.num_threads = o.num_threads;
     opt.deterministic = o.deterministic;
     return opt;
@@ -451,6 +473,10 @@ struct BoundInputs {
     if (ba) {
       ba->fetch();
       ok = ok && bitwise_equal(*alibi, *p.alibi);
+    }
+    if (bu) {
+      bu->fetch();
+      ok = ok && bitwise_equal(*used_k, *p.used_k);
     }
     if (bcq) {
       bcq->fetch();

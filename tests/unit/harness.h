@@ -105,6 +105,9 @@ struct Case {
   float dropout = 0.f;
   uint64_t dropout_seed = 1234, dropout_offset = 0;
   std::vector<int> lens_q, lens_k;  // non-empty: packed varlen with these sequence lengths
+  // Non-empty: seqused_k, the keys sequence b uses (at most its key rows); the rows
+  // after them hold NaN, which no backend may read.
+  std::vector<int> used_k;
   Layout layout = Layout::contiguous;      // q, k, v, dout
   Layout out_layout = Layout::contiguous;  // out, lse, dq, dk, dv
   float input_scale = 1.f;
@@ -130,6 +133,7 @@ struct Case {
   Case& packed(std::vector<int> q, std::vector<int> k) {
     lens_q = std::move(q); lens_k = std::move(k); return *this;
   }
+  Case& used(std::vector<int> u) { used_k = std::move(u); return *this; }
   Case& in_layout(Layout l) { layout = l; return *this; }
   Case& outputs_layout(Layout l) { out_layout = l; return *this; }
   Case& magnitude(float s) { input_scale = s; return *this; }
@@ -194,13 +198,14 @@ class Bound {
 struct Problem {
   Case c;
   int64_t B = 0;
-  std::vector<int64_t> len_q, len_k, start_q, start_k;  // per sequence
+  std::vector<int64_t> len_q, len_k, start_q, start_k;  // per sequence (len_k: keys in use)
   int64_t rows_q = 0, rows_k = 0;    // batched: B*Sq, B*Sk; packed: totals
   int64_t max_q = 0, max_k = 0;      // batched: Sq, Sk; packed: the largest lengths
   float scale = 0.f;                 // the softmax scale in effect
   HostTensor q, k, v, dout;
   std::optional<HostTensor> alibi;
   std::optional<HostTensor> cu_q, cu_k;
+  std::optional<HostTensor> used_k;  // seqused_k, int32 [B]
 
   std::vector<int64_t> out_shape() const;
   std::vector<int64_t> lse_shape() const;

@@ -30,7 +30,7 @@ bool is_varlen(Api a) { return a == Api::forward_varlen || a == Api::backward_va
 // k {5, 2, 0}.
 struct Fix {
   static constexpr int64_t B = 2, Sq = 5, Sk = 7, Hq = 4, Hkv = 2, Dqk = 8, Dv = 6;
-  HostTensor q, k, v, out, lse, dout, dq, dk, dv, alibi, alibi_bh, cu_q, cu_k;
+  HostTensor q, k, v, out, lse, dout, dq, dk, dv, alibi, alibi_bh, cu_q, cu_k, used;
   fa::TensorView Q, K, V, O, L, dO, dQ, dK, dV, CQ, CK;
   fa::Options opt;
   int64_t max_q = 4, max_k = 5;
@@ -65,6 +65,10 @@ struct Fix {
       cu_q.set(b, cq[b]);
       cu_k.set(b, ck[b]);
     }
+    // seqused_k within each sequence's key rows: 7 batched; 5, 2, 0 packed.
+    used = make_tensor(DType::i32, {packed ? 3 : B});
+    const int uk[3] = {4, 2, 0};
+    for (int64_t b = 0; b < used.numel(); ++b) used.set(b, packed ? uk[b] : 7 - 3 * b);
     Q = q.view(); K = k.view(); V = v.view(); O = out.view(); L = lse.view();
     dO = dout.view(); dQ = dq.view(); dK = dk.view(); dV = dv.view();
     CQ = cu_q.view(); CK = cu_k.view();
@@ -104,6 +108,8 @@ const std::vector<Api> kBoth{Api::forward, Api::backward};
 const std::vector<Api> kAll{Api::forward, Api::forward_varlen, Api::backward, Api::backward_varlen};
 const std::vector<Api> kPacked{Api::forward_varlen, Api::backward_varlen};
 const std::vector<Api> kBwd{Api::backward};
+const std::vector<Api> kFwdAll{Api::forward, Api::forward_varlen};
+const std::vector<Api> kFwdPacked{Api::forward_varlen};
 const std::vector<Api> kBwdAll{Api::backward, Api::backward_varlen};
 
 constexpr ErrorKind kValue = ErrorKind::value, kType = ErrorKind::type;
@@ -212,6 +218,17 @@ std::vector<ErrorCase> error_cases() {
       {"v_other_cuda_ordinal", kAll, [](Fix& f) { f.all_on(kCuda0); f.V.device = kCuda1; f.opt.backend = fa::Backend::cuda; }, kValue, "v"},
       {"cpu_backend_cuda_tensors", kAll, [](Fix& f) { f.all_on(kCuda0); f.opt.backend = fa::Backend::cpu; }, kValue, "backend"},
       {"reference_backend_cuda_tensors", kAll, [](Fix& f) { f.all_on(kCuda0); f.opt.backend = fa::Backend::reference; }, kValue, "backend"},
+      // ---- seqused_k (forward only)
+      {"seqused_k_float", kFwdAll, [](Fix& f) { auto u = f.used.view(); u.dtype = DType::f32; f.opt.seqused_k = u; }, kType, "seqused_k"},
+      {"seqused_k_wrong_length", kFwdAll, [](Fix& f) { auto u = f.used.view(); u.shape[0] = 1; f.opt.seqused_k = u; }, kValue, "seqused_k"},
+      {"seqused_k_rank2", kFwdAll, [](Fix& f) { auto u = f.used.view(); u.ndim = 2; u.shape[1] = 1; u.stride[1] = 1; f.opt.seqused_k = u; }, kValue, "seqused_k"},
+      {"seqused_k_strided", kFwdAll, [](Fix& f) { auto u = f.used.view(); u.stride[0] = 0; f.opt.seqused_k = u; }, kValue, "seqused_k"},
+      {"seqused_k_other_device", kFwdAll, [](Fix& f) { auto u = f.used.view(); u.device = kCuda0; f.opt.seqused_k = u; }, kValue, "seqused_k"},
+      {"seqused_k_null", kFwdAll, [](Fix& f) { auto u = f.used.view(); u.data = nullptr; f.opt.seqused_k = u; }, kValue, "seqused_k"},
+      {"seqused_k_above_rows", kFwdAll, [](Fix& f) { f.used.set(1, Fix::Sk + 1); f.opt.seqused_k = f.used.view(); }, kValue, "seqused_k"},
+      {"seqused_k_negative", kFwdAll, [](Fix& f) { f.used.set(0, -1); f.opt.seqused_k = f.used.view(); }, kValue, "seqused_k"},
+      {"seqused_k_above_sequence", kFwdPacked, [](Fix& f) { f.used.set(1, 3); f.opt.seqused_k = f.used.view(); }, kValue, "seqused_k"},
+      {"seqused_k_in_backward", kBwdAll, [](Fix& f) { f.opt.seqused_k = f.used.view(); }, ErrorKind::unsupported, "seqused_k"},
       // ---- packed lengths
       {"cu_seqlens_q_float", kPacked, [](Fix& f) { f.CQ.dtype = DType::f32; }, kType, "cu_seqlens_q"},
       {"cu_seqlens_k_f16", kPacked, [](Fix& f) { f.CK.dtype = DType::f16; }, kType, "cu_seqlens_k"},
@@ -307,6 +324,11 @@ TEST(RefusalBaseline, OptionalArgumentsAccepted) {
     EXPECT_NO_THROW(f.call(api)) << api_name(api);
     f.opt.alibi_slopes = f.alibi_bh.view();
     EXPECT_NO_THROW(f.call(api)) << api_name(api);
+  }
+  for (Api api : {Api::forward, Api::forward_varlen}) {
+    Fix f(is_varlen(api));
+    f.opt.seqused_k = f.used.view();
+    EXPECT_NO_THROW(f.call(api)) << api_name(api) << " with seqused_k";
   }
   Fix f(false);
   EXPECT_NO_THROW(fa::forward(f.Q, f.K, f.V, f.O, nullptr, f.opt));

@@ -25,6 +25,11 @@ struct SeqLen {
       seqlen_q = p.seqlen_q;
       seqlen_k = p.seqlen_k;
     }
+#if !defined(__CUDA_ARCH__)
+    // Host backends only for now: the CUDA backend refuses seqused_k (cuda_check) until
+    // its kernels have run it on a GPU, so their device code stays as tested.
+    if (p.seqused_k != nullptr) seqlen_k = p.seqused_k[b];
+#endif
   }
 
   // Element offsets of row `i` (sequence-relative) of head h in sequence b.
