@@ -181,4 +181,26 @@ std::vector<CaseParam> on_auto(const std::vector<Case>& cases) {
   return r;
 }
 
+std::vector<Case> kvcache_cases() {
+  return in_dtypes({
+      // Decoding shapes: one or a few new tokens against a cache.
+      Case("kv_decode").batch(4).seq(1, 300).heads(8, 2).dims(64, 64).used({0, 1, 113, 300}),
+      Case("kv_decode_causal").batch(3).seq(4, 256).heads(4, 4).dims(32, 32).causal_mask()
+          .used({5, 239, 256}),
+      Case("kv_decode_window_alibi_softcap").batch(2).seq(3, 200).heads(6, 2).dims(16, 24)
+          .win(17, 0).cap(9.f).slopes(Alibi::per_batch_head).used({150, 18}),
+      // Prefill into a cache: the tiled forward (more than 64 rows per kv head).
+      Case("kv_prefill_causal").batch(3).seq(130, 520).heads(2, 1).dims(32, 32).causal_mask()
+          .used({130, 520, 1}),
+      Case("kv_prefill_dv").batch(2).seq(70, 260).heads(2, 2).dims(40, 8).used({0, 259}),
+      // The common head dim, for the GPU kernels' tiles.
+      Case("kv_decode_hd128").batch(2).seq(1, 1000).heads(16, 2).dims(128, 128).used({1000, 333}),
+      Case("kv_prefill_hd128_causal").batch(2).seq(200, 700).heads(4, 1).dims(128, 128).causal_mask()
+          .used({700, 450}),
+      // Packed query rows, each sequence with its own cache rows.
+      Case("kv_packed").packed({1, 3, 0, 80}, {40, 100, 7, 200}).heads(4, 2).dims(16, 16)
+          .causal_mask().used({40, 17, 0, 150}),
+  });
+}
+
 }  // namespace fatest

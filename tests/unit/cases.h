@@ -19,6 +19,7 @@ std::vector<Case> mask_cases();     // causal / window / both, one-sided, Sq != 
 std::vector<Case> varlen_cases();   // packed batches, empty sequences
 std::vector<Case> layout_cases();   // non-contiguous and padded inputs and outputs
 std::vector<Case> smoke_cases();    // a few of the above, for Backend::automatic
+std::vector<Case> kvcache_cases();  // seqused_k: decoding and prefill shapes, batched and packed
 
 // gtest parameter lists: cases x targets.
 std::vector<CaseParam> on_cpu(const std::vector<Case>& cases);

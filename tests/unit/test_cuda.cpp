@@ -84,6 +84,32 @@ TEST_P(CudaForward, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Features, CudaForward, ::testing::ValuesIn(on_cuda(low_precision(feature_cases()))), CaseParamName());
+
+// seqused_k (a KV cache filled to a length per sequence): the cases run where the build
+// takes it on cuda (-DFLASHATTN_CUDA_SEQUSED_K=ON) and skip where cuda_check refuses it.
+bool cuda_takes_seqused() {
+  static const bool takes = [] {
+    Problem p = make_problem(Case("probe").batch(1).seq(1, 8).heads(1, 1).dims(64, 64).type(DType::bf16).used({8}));
+    try {
+      run_forward(p, cuda_target());
+      return true;
+    } catch (const fa::Error& e) {
+      if (e.argument() == "seqused_k") return false;
+      throw;
+    }
+  }();
+  return takes;
+}
+
+class CudaKvCache : public ::testing::TestWithParam<CaseParam> {};
+
+TEST_P(CudaKvCache, MatchesReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  if (!cuda_takes_seqused()) GTEST_SKIP() << "this build refuses seqused_k on cuda";
+  check_forward(std::get<0>(GetParam()), std::get<1>(GetParam()));
+}
+
+INSTANTIATE_TEST_SUITE_P(SequsedK, CudaKvCache, ::testing::ValuesIn(on_cuda(low_precision(kvcache_cases()))), CaseParamName());
 INSTANTIATE_TEST_SUITE_P(Lengths, CudaForward, ::testing::ValuesIn(on_cuda(low_precision(length_cases()))), CaseParamName());
 INSTANTIATE_TEST_SUITE_P(Special, CudaForward, ::testing::ValuesIn(on_cuda(low_precision(special_cases()))), CaseParamName());
 INSTANTIATE_TEST_SUITE_P(Masks, CudaForward, ::testing::ValuesIn(on_cuda(low_precision(mask_cases()))), CaseParamName());

@@ -193,9 +193,11 @@ void cuda_check(const FwdParams& p, bool backward) {
                 "no kernel for head dim " + std::to_string(std::max(p.head_dim_qk, p.head_dim_v)) +
                     " and " + to_string(p.dtype) +
                     " in this build (see FLASHATTN_CUDA_HEAD_DIMS / FLASHATTN_CUDA_DTYPES)");
+#if !FLASHATTN_CUDA_SEQUSED_K
   if (p.seqused_k != nullptr)
     throw Error(ErrorKind::unsupported, "seqused_k",
                 "is not supported on the cuda backend yet (the CPU backends take it)");
+#endif
   if (p.batch > 65535) throw Error(ErrorKind::value, "q", "batch above 65535 is not supported on cuda");
   if (p.heads_q > 65535) throw Error(ErrorKind::value, "q", "more than 65535 heads are not supported on cuda");
   if (p.seqlen_q > (int64_t(1) << 30) || p.seqlen_k > (int64_t(1) << 30))
@@ -204,7 +206,8 @@ void cuda_check(const FwdParams& p, bool backward) {
   for (auto [name, ptr] : {std::pair<const char*, const void*>{"lse", p.lse},
                             {"cu_seqlens_q", p.cu_seqlens_q},
                             {"cu_seqlens_k", p.cu_seqlens_k},
-                            {"alibi_slopes", p.alibi_slopes}})
+                            {"alibi_slopes", p.alibi_slopes},
+                            {"seqused_k", p.seqused_k}})
     check_device_pointer(name, ptr, device);
   std::vector<TensorArg> tensors = {
       {"q", p.q, p.q_batch_stride, p.q_row_stride, p.q_head_stride},

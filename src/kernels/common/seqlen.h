@@ -25,10 +25,14 @@ struct SeqLen {
       seqlen_q = p.seqlen_q;
       seqlen_k = p.seqlen_k;
     }
-#if !defined(__CUDA_ARCH__)
-    // Host backends only for now: the CUDA backend refuses seqused_k (cuda_check) until
-    // its kernels have run it on a GPU, so their device code stays as tested.
-    if (p.seqused_k != nullptr) seqlen_k = p.seqused_k[b];
+#if !defined(__CUDA_ARCH__) || FLASHATTN_CUDA_SEQUSED_K
+    // Device code only with -DFLASHATTN_CUDA_SEQUSED_K=ON (off: cuda_check refuses
+    // seqused_k, and the kernels stay as the GPU tested them). Clamped: the host
+    // validates the values, device memory is not read there.
+    if (p.seqused_k != nullptr) {
+      const int64_t used = p.seqused_k[b];
+      seqlen_k = used < 0 ? 0 : (used < seqlen_k ? used : seqlen_k);
+    }
 #endif
   }
 
