@@ -10,7 +10,8 @@ values. Differences:
   * Dropout draws its seed from PyTorch's default CPU generator, so torch.manual_seed
     makes it reproducible. A captured CUDA graph replays the seed it was captured with.
   * flash_attn_varlen_func's and flash_attn_with_kvcache's block_table (paged KV cache)
-    is not supported; flash_attn_with_kvcache runs on CPU tensors only for now.
+    is not supported; flash_attn_with_kvcache takes CUDA tensors only in builds with
+    -DFLASHATTN_CUDA_SEQUSED_K=ON (not yet GPU-tested; CPU tensors always).
   * CPU tensors run too (fp32, fp16, bf16); CUDA needs fp16/bf16 and head dims that are
     multiples of 8 (flash_attn pads other head dims; flashattn refuses them).
 causal and window_size are aligned at the bottom right (query i sits at key
@@ -129,6 +130,25 @@ def _rotate(x, cos, sin, pos, interleaved):
     return _torch.cat((r.to(x.dtype), x[..., 2 * half:]), dim=-1)
 
 
+_seqused_on = {}
+
+
+def _cuda_takes_seqused(device):
+    """Whether the library's CUDA backend takes seqused_k (a build option until GPU-tested):
+    asked once per device with a tiny call, so a refusal comes before any cache write."""
+    if device not in _seqused_on:
+        z = _torch.zeros(1, 1, 1, 64, dtype=_torch.bfloat16, device=device)
+        try:
+            _ops._fwd_kvcache_impl(z, z, z, _torch.ones(1, dtype=_torch.int32, device=device),
+                                   1.0, False, -1, -1, 0.0, None)
+            _seqused_on[device] = True
+        except NotImplementedError as e:
+            if getattr(e, "argument", None) != "seqused_k":
+                raise
+            _seqused_on[device] = False
+    return _seqused_on[device]
+
+
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
                             cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None,
                             block_table=None, softmax_scale=None, causal=False, window_size=(-1, -1),
@@ -144,17 +164,17 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     cache_seqlens[b]). cache_batch_idx (int [B]) picks each sequence's cache (this copies
     the picked caches per call). Masks align at the end of the used keys. Returns out
     [B, Sq, Hq, Dv], or (out, softmax_lse [B, Hq, Sq]). num_splits is accepted and
-    ignored (the library picks its own key splits). Inference only: no gradients. CPU
-    tensors only for now; cache_leftpad and block_table (paged KV) raise
-    NotImplementedError.
+    ignored (the library picks its own key splits). Inference only: no gradients.
+    cache_leftpad and block_table (paged KV) raise NotImplementedError, and so do CUDA
+    tensors where the build's CUDA backend does not take seqused_k yet.
     """
     if block_table is not None:
         raise _error(NotImplementedError, "block_table", "paged KV caches are not supported")
     if cache_leftpad is not None:
         raise _error(NotImplementedError, "cache_leftpad", "left-padded caches are not supported")
-    if q.is_cuda:
+    if q.is_cuda and not _torch.compiler.is_compiling() and not _cuda_takes_seqused(q.device):
         raise _error(NotImplementedError, "k_cache",
-                     "KV-cache attention runs on CPU tensors only in this release")
+                     "this build's CUDA backend does not take KV caches yet (CPU tensors do)")
     for name, t, nd in (("q", q, 4), ("k_cache", k_cache, 4), ("v_cache", v_cache, 4)):
         if t.dim() != nd:
             raise _error(ValueError, name, f"expected 4 dims, got {list(t.shape)}")
