@@ -77,6 +77,13 @@ void forward_varlen(const TensorView& q, const TensorView& k, const TensorView& 
                     const TensorView& out, const TensorView* lse, const Varlen& varlen,
                     const Options& options = {});
 
+// Checks a forward call exactly as forward() / forward_varlen() would (the backend's
+// refusals included) and runs nothing: for interfaces that must refuse before they
+// change state of their own (a KV cache they append to). varlen may be null.
+void validate_forward(const TensorView& q, const TensorView& k, const TensorView& v,
+                      const TensorView& out, const TensorView* lse, const Varlen* varlen,
+                      const Options& options = {});
+
 // Gradients of the forward with the same options (same seed/offset for dropout).
 // lse is the forward's; dq, dk, dv have the shapes and dtype of q, k, v.
 void backward(const TensorView& dout, const TensorView& q, const TensorView& k,

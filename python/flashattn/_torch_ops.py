@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from . import _C
+from ._errors import error
 
 _U64 = (1 << 64) - 1
 _dl = torch.utils.dlpack.to_dlpack  # the C function: no checks, no stream sync
@@ -112,22 +113,53 @@ def _bwd_varlen_impl(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor,
     return dq, dk, dv
 
 
-def _fwd_kvcache_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, seqused_k: Tensor,
+def _fwd_kvcache_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, k_new: Optional[Tensor],
+                      v_new: Optional[Tensor], cache_seqlens: Tensor, cache_rows: Optional[Tensor],
                       softmax_scale: float, causal: bool, window_left: int, window_right: int,
                       softcap: float, alibi_slopes: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
-    """Forward over the first seqused_k[b] rows of each sequence's cache (no autograd:
-    the caches are inference state)."""
-    q, k_cache, v_cache = _c(q), _c(k_cache), _c(v_cache)
+    """Writes k_new / v_new [B, S_new, Hkv, D] into the caches at rows cache_seqlens[b]...
+    (of cache cache_rows[b], else b), then attends to each sequence's cache_seqlens[b] +
+    S_new keys (seqused_k). Everything is checked before the first write, here at run
+    time, so a compiled graph checks too. No autograd: the caches are inference state."""
+    batch, s_cache = q.shape[0], k_cache.shape[1]
+    s_new = 0 if k_new is None else k_new.shape[1]
+    used = (cache_seqlens + s_new).to(torch.int32)
+    if not (q.is_cuda and torch.cuda.is_current_stream_capturing()) and batch:  # values (a sync on CUDA)
+        lo, hi = int(cache_seqlens.min()), int(cache_seqlens.max())
+        if lo < 0 or hi + s_new > s_cache:
+            raise error(ValueError, "cache_seqlens",
+                        f"entries in [{lo}, {hi}] with {s_new} new keys do not fit a cache of {s_cache} rows")
+        if cache_rows is not None and not (0 <= int(cache_rows.min()) and int(cache_rows.max()) < k_cache.shape[0]):
+            raise error(ValueError, "cache_batch_idx", f"entries must be in [0, {k_cache.shape[0]})")
+    q = _c(q)
     out = q.new_empty(q.shape[:-1] + (v_cache.shape[-1],))
-    lse = q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
-    _C.fwd(_dl(q), _dl(k_cache), _dl(v_cache), _dl(out), _dl(lse), softmax_scale, causal, window_left,
-           window_right, softcap, _opt(alibi_slopes), 0.0, 0, 0, "auto", 0, _stream(q),
-           seqused_k=_dl(seqused_k))
+    lse = q.new_empty((batch, q.shape[2], q.shape[1]), dtype=torch.float32)
+    args = (softmax_scale, causal, window_left, window_right, softcap, _opt(alibi_slopes), 0.0, 0, 0, "auto",
+            0, _stream(q))
+
+    def caches(gather):
+        if cache_rows is None:
+            return _c(k_cache[:batch]), _c(v_cache[:batch])
+        if gather:
+            return _c(k_cache.index_select(0, cache_rows)), _c(v_cache.index_select(0, cache_rows))
+        # The checks only look at shapes and strides: one cache repeated, no copy.
+        return (_c(k_cache[:1]).expand(batch, -1, -1, -1), _c(v_cache[:1]).expand(batch, -1, -1, -1))
+
+    kc, vc = caches(False)
+    _C.fwd(_dl(q), _dl(kc), _dl(vc), _dl(out), _dl(lse), *args, seqused_k=_dl(used), check_only=True)
+    if k_new is not None:
+        pos = cache_seqlens.long()[:, None] + torch.arange(s_new, device=q.device)
+        rows = (torch.arange(batch, device=q.device) if cache_rows is None else cache_rows)[:, None]
+        k_cache[rows.expand(batch, s_new), pos] = k_new
+        v_cache[rows.expand(batch, s_new), pos] = v_new
+    kc, vc = caches(True)
+    _C.fwd(_dl(q), _dl(kc), _dl(vc), _dl(out), _dl(lse), *args, seqused_k=_dl(used))
     return out, lse
 
 
 fwd = torch.library.custom_op("flashattn::fwd", mutates_args=())(_fwd_impl)
-fwd_kvcache = torch.library.custom_op("flashattn::fwd_kvcache", mutates_args=())(_fwd_kvcache_impl)
+fwd_kvcache = torch.library.custom_op("flashattn::fwd_kvcache",
+                                      mutates_args=("k_cache", "v_cache"))(_fwd_kvcache_impl)
 fwd_varlen = torch.library.custom_op("flashattn::fwd_varlen", mutates_args=())(_fwd_varlen_impl)
 bwd = torch.library.custom_op("flashattn::bwd", mutates_args=())(_bwd_impl)
 bwd_varlen = torch.library.custom_op("flashattn::bwd_varlen", mutates_args=())(_bwd_varlen_impl)
@@ -237,8 +269,8 @@ def attention_varlen(q, k, v, *args):
     return _fwd_varlen_impl(q, k, v, *args)
 
 
-def attention_kvcache(q, k_cache, v_cache, seqused_k, *args):
+def attention_kvcache(*args):
     """(out, lse) of flashattn::fwd_kvcache: the op under tracing, the function in eager mode."""
-    if not _eager(q):
-        return fwd_kvcache(q, k_cache, v_cache, seqused_k, *args)
-    return _fwd_kvcache_impl(q, k_cache, v_cache, seqused_k, *args)
+    if not _eager(args[0]):
+        return fwd_kvcache(*args)
+    return _fwd_kvcache_impl(*args)

@@ -130,25 +130,6 @@ def _rotate(x, cos, sin, pos, interleaved):
     return _torch.cat((r.to(x.dtype), x[..., 2 * half:]), dim=-1)
 
 
-_seqused_on = {}
-
-
-def _cuda_takes_seqused(device):
-    """Whether the library's CUDA backend takes seqused_k (a build option until GPU-tested):
-    asked once per device with a tiny call, so a refusal comes before any cache write."""
-    if device not in _seqused_on:
-        z = _torch.zeros(1, 1, 1, 64, dtype=_torch.bfloat16, device=device)
-        try:
-            _ops._fwd_kvcache_impl(z, z, z, _torch.ones(1, dtype=_torch.int32, device=device),
-                                   1.0, False, -1, -1, 0.0, None)
-            _seqused_on[device] = True
-        except NotImplementedError as e:
-            if getattr(e, "argument", None) != "seqused_k":
-                raise
-            _seqused_on[device] = False
-    return _seqused_on[device]
-
-
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
                             cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None,
                             block_table=None, softmax_scale=None, causal=False, window_size=(-1, -1),
@@ -159,76 +140,90 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
 
     With k, v [B, S_new, Hkv, D] the new keys are first written into the caches in place at
     rows cache_seqlens[b] .. cache_seqlens[b] + S_new - 1, and attention covers them too.
-    rotary_cos / rotary_sin [S_ro, R / 2] rotate the first R dims of q and the new k at
-    their positions (q at cache_seqlens[b] + i when causal or windowed, else all at
-    cache_seqlens[b]). cache_batch_idx (int [B]) picks each sequence's cache (this copies
+    rotary_cos / rotary_sin [S_ro >= S_cache, R / 2] (with k) rotate the first R dims of q
+    and the new k at their positions (q at cache_seqlens[b] + i when causal or windowed,
+    else all at cache_seqlens[b]). Without cache_batch_idx sequence b uses cache b (the
+    first B of B_cache); cache_batch_idx (int [B]) picks each sequence's cache (this copies
     the picked caches per call). Masks align at the end of the used keys. Returns out
     [B, Sq, Hq, Dv], or (out, softmax_lse [B, Hq, Sq]). num_splits is accepted and
-    ignored (the library picks its own key splits). Inference only: no gradients.
-    cache_leftpad and block_table (paged KV) raise NotImplementedError, and so do CUDA
-    tensors where the build's CUDA backend does not take seqused_k yet.
+    ignored (the library picks its own key splits). Every argument is checked before a
+    cache is written. Inference only: no gradients flow through it. cache_leftpad and
+    block_table (paged KV) raise NotImplementedError, and so do CUDA tensors where the
+    build's CUDA backend does not take seqused_k yet.
     """
     if block_table is not None:
         raise _error(NotImplementedError, "block_table", "paged KV caches are not supported")
     if cache_leftpad is not None:
         raise _error(NotImplementedError, "cache_leftpad", "left-padded caches are not supported")
-    if q.is_cuda and not _torch.compiler.is_compiling() and not _cuda_takes_seqused(q.device):
-        raise _error(NotImplementedError, "k_cache",
-                     "this build's CUDA backend does not take KV caches yet (CPU tensors do)")
-    for name, t, nd in (("q", q, 4), ("k_cache", k_cache, 4), ("v_cache", v_cache, 4)):
-        if t.dim() != nd:
+    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
+        if t.dim() != 4:
             raise _error(ValueError, name, f"expected 4 dims, got {list(t.shape)}")
+    batch, s_cache = q.shape[0], k_cache.shape[1]
+    if v_cache.shape[:3] != k_cache.shape[:3]:
+        raise _error(ValueError, "v_cache", f"shape {list(v_cache.shape)} does not match k_cache's "
+                                            f"{list(k_cache.shape)} but in the head dim")
+    if cache_batch_idx is None and k_cache.shape[0] < batch:
+        raise _error(ValueError, "k_cache", f"holds {k_cache.shape[0]} caches for {batch} sequences; "
+                                            "pass cache_batch_idx to share them")
     if (k is None) != (v is None):
         raise _error(ValueError, "k" if k is None else "v", "k and v are given together or not at all")
-    if (rotary_cos is None) != (rotary_sin is None):
-        raise _error(ValueError, "rotary_cos", "rotary_cos and rotary_sin are given together or not at all")
-    batch, s_new = q.shape[0], 0 if k is None else k.shape[1]
-    s_cache = k_cache.shape[1]
+    s_new = 0
     if k is not None:
+        s_new = k.shape[1] if k.dim() == 4 else -1
+        for name, t, c in (("k", k, k_cache), ("v", v, v_cache)):
+            if t.dim() != 4 or t.shape[0] != batch or t.shape[1] != s_new or t.shape[2:] != c.shape[2:]:
+                raise _error(ValueError, name, f"expected [{batch}, S_new, {c.shape[2]}, {c.shape[3]}] like "
+                                               f"its cache (S_new as k's), got {list(t.shape)}")
+            if t.dtype != c.dtype:
+                raise _error(TypeError, name, f"dtype {t.dtype} differs from its cache's {c.dtype}")
         if cache_seqlens is None:
             raise _error(ValueError, "cache_seqlens", "is needed with k and v: where the new keys go")
-        for name, t, c in (("k", k, k_cache), ("v", v, v_cache)):
-            if t.dim() != 4 or t.shape[0] != batch or t.shape[2:] != c.shape[2:]:
-                raise _error(ValueError, name, f"expected [{batch}, S_new, {c.shape[2]}, {c.shape[3]}] "
-                                               f"like its cache, got {list(t.shape)}")
-        if v.shape[1] != s_new:
-            raise _error(ValueError, "v", f"has {v.shape[1]} new rows and k {s_new}")
-    if cache_seqlens is None:
-        seqlens = _torch.full((batch,), s_cache, dtype=_torch.int32, device=q.device)
-    elif isinstance(cache_seqlens, int):
-        seqlens = _torch.full((batch,), cache_seqlens, dtype=_torch.int32, device=q.device)
+    if cache_seqlens is None or isinstance(cache_seqlens, int):
+        n = s_cache if cache_seqlens is None else cache_seqlens
+        seqlens = _torch.full((batch,), n, dtype=_torch.int32, device=q.device)
     else:
+        if not _torch.is_tensor(cache_seqlens) or cache_seqlens.dtype != _torch.int32:
+            raise _error(TypeError, "cache_seqlens", f"expected an int or an int32 tensor, got "
+                                                     f"{getattr(cache_seqlens, 'dtype', type(cache_seqlens))}")
         if cache_seqlens.shape != (batch,):
             raise _error(ValueError, "cache_seqlens", f"expected shape [{batch}], got {list(cache_seqlens.shape)}")
-        seqlens = cache_seqlens.to(device=q.device, dtype=_torch.int32)
-    if cache_batch_idx is not None and cache_batch_idx.shape != (batch,):
-        raise _error(ValueError, "cache_batch_idx", f"expected shape [{batch}], got {list(cache_batch_idx.shape)}")
-    if not _torch.compiler.is_compiling():  # values: before the caches are written
-        lo, hi = int(seqlens.min()) if batch else 0, int(seqlens.max()) if batch else 0
-        if lo < 0 or hi + s_new > s_cache:
-            raise _error(ValueError, "cache_seqlens",
-                         f"entries in [{lo}, {hi}] with {s_new} new keys do not fit a cache of {s_cache} rows")
-        if cache_batch_idx is not None and batch and not (
-                0 <= int(cache_batch_idx.min()) and int(cache_batch_idx.max()) < k_cache.shape[0]):
-            raise _error(ValueError, "cache_batch_idx", f"entries must be in [0, {k_cache.shape[0]})")
-    rows = None if cache_batch_idx is None else cache_batch_idx.to(device=q.device, dtype=_torch.int64)
-    start = seqlens.to(_torch.int64)
+        seqlens = cache_seqlens.to(q.device)
+    rows = None
+    if cache_batch_idx is not None:
+        if not _torch.is_tensor(cache_batch_idx) or cache_batch_idx.dtype.is_floating_point or cache_batch_idx.dtype == _torch.bool:
+            raise _error(TypeError, "cache_batch_idx", "expected an integer tensor")
+        if cache_batch_idx.shape != (batch,):
+            raise _error(ValueError, "cache_batch_idx", f"expected shape [{batch}], got {list(cache_batch_idx.shape)}")
+        rows = cache_batch_idx.to(device=q.device, dtype=_torch.int64)
+    # A window side as long as the cache bounds nothing (flash_attn's rule, which also
+    # decides where q's rotation sits).
+    try:
+        left, right = (int(w) for w in window_size)
+    except (TypeError, ValueError):
+        raise _error(ValueError, "window_size", f"expected (left, right), got {window_size!r}") from None
+    left, right = (-1 if w >= s_cache else w for w in (left, right))
+    if (rotary_cos is None) != (rotary_sin is None):
+        raise _error(ValueError, "rotary_cos", "rotary_cos and rotary_sin are given together or not at all")
+    q, k, v = (None if t is None else t.detach() for t in (q, k, v))
     if rotary_cos is not None:
-        moving = causal or tuple(window_size) != (-1, -1)
-        q_pos = start[:, None] + (_torch.arange(q.shape[1], device=q.device) if moving else 0)
-        q = _rotate(q, rotary_cos, rotary_sin, q_pos.expand(batch, q.shape[1]), rotary_interleaved)
-    if k is not None:
-        pos = start[:, None] + _torch.arange(s_new, device=q.device)
-        if rotary_cos is not None:
-            k = _rotate(k, rotary_cos, rotary_sin, pos, rotary_interleaved)
-        b = (_torch.arange(batch, device=q.device) if rows is None else rows)[:, None].expand(batch, s_new)
-        k_cache[b, pos] = k
-        v_cache[b, pos] = v
-        seqlens = seqlens + s_new
-    kc, vc = (k_cache, v_cache) if rows is None else (k_cache.index_select(0, rows), v_cache.index_select(0, rows))
+        if k is None:
+            raise _error(ValueError, "rotary_cos", "rotary embedding needs the new keys k and v")
+        if rotary_cos.dim() != 2 or rotary_sin.shape != rotary_cos.shape:
+            raise _error(ValueError, "rotary_sin", f"rotary_cos {list(rotary_cos.shape)} and rotary_sin "
+                                                   f"{list(rotary_sin.shape)} must both be [S_ro, R / 2]")
+        if 2 * rotary_cos.shape[1] > q.shape[3] or rotary_cos.shape[0] < s_cache:
+            raise _error(ValueError, "rotary_cos", f"expected [S_ro >= {s_cache}, R / 2 <= {q.shape[3] // 2}], "
+                                                   f"got {list(rotary_cos.shape)}")
+        start = seqlens.long()[:, None].clamp(0, s_cache - 1)  # bad values are refused before any write
+        moving = causal or (left, right) != (-1, -1)
+        q_pos = (start + _torch.arange(q.shape[1], device=q.device)) if moving else start.expand(batch, q.shape[1])
+        k_pos = start + _torch.arange(s_new, device=q.device)
+        q = _rotate(q, rotary_cos, rotary_sin, q_pos.clamp(max=rotary_cos.shape[0] - 1), rotary_interleaved)
+        k = _rotate(k, rotary_cos, rotary_sin, k_pos.clamp(max=rotary_cos.shape[0] - 1), rotary_interleaved)
     scale, causal, left, right, softcap, alibi_slopes, *_ = _options(
-        q, 0.0, softmax_scale, causal, window_size, softcap, alibi_slopes, False)
-    out, lse = _ops.attention_kvcache(q, kc, vc, seqlens, scale, causal, left, right, softcap, alibi_slopes)
+        q, 0.0, softmax_scale, causal, (left, right), softcap, alibi_slopes, False)
+    out, lse = _ops.attention_kvcache(q, k_cache, v_cache, k, v, seqlens, rows, scale, causal, left, right,
+                                      softcap, alibi_slopes)
     return (out, lse) if return_softmax_lse else out
 
 

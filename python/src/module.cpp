@@ -68,12 +68,14 @@ struct Opts {
 #define FA_OPTS_VALUES                                                                      \
   flashattn::python::Opts { scale, causal, wl, wr, softcap, alibi, p, seed, offset, backend, threads, stream, bf16, used }
 
-void fwd(InArray q, InArray k, InArray v, OutArray out, OutArray lse, const Opts& a) {
+// check_only: validate as the call would (backend refusals included) and run nothing.
+void fwd(InArray q, InArray k, InArray v, OutArray out, OutArray lse, bool check_only, const Opts& a) {
   const bool b = a.u16_is_bf16;
   const TensorView qv = view(q, "q", b), kv = view(k, "k", b), vv = view(v, "v", b);
   const TensorView ov = view(out, "out", b);
   const std::optional<TensorView> lv = optional_view(lse, "lse", false);
   const Options o = a.make();
+  if (check_only) return validate_forward(qv, kv, vv, ov, lv ? &*lv : nullptr, nullptr, o);
   nb::gil_scoped_release unlocked;
   forward(qv, kv, vv, ov, lv ? &*lv : nullptr, o);
 }
@@ -152,9 +154,10 @@ NB_MODULE(_C, m) {
   m.def(
       "fwd",
       [](py::InArray q, py::InArray k, py::InArray v, py::OutArray out, py::OutArray lse,
-         FA_OPTS_PARAMS) { py::fwd(q, k, v, out, lse, FA_OPTS_VALUES); },
-      "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a.none(), FA_OPTS_ARGS,
-      "Batched forward: writes out [B, Sq, Hq, Dv] and, unless None, lse [B, Hq, Sq].");
+         FA_OPTS_PARAMS, bool check_only) { py::fwd(q, k, v, out, lse, check_only, FA_OPTS_VALUES); },
+      "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a.none(), FA_OPTS_ARGS, "check_only"_a = false,
+      "Batched forward: writes out [B, Sq, Hq, Dv] and, unless None, lse [B, Hq, Sq] "
+      "(with check_only, validates the call and writes nothing).");
   m.def(
       "fwd_varlen",
       [](py::InArray q, py::InArray k, py::InArray v, py::OutArray out, py::OutArray lse,

@@ -1,6 +1,7 @@
 // The public entry points: validate, then dispatch to the chosen backend.
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "api/validate.h"
 #include "backends/backend.h"
@@ -74,11 +75,35 @@ void check_backend(const FwdParams& p, bool backward) {
   }
 }
 
+// The per-sequence length arrays of a host call, copied once validated: the backends
+// read them again while they write out / dq..., which may share their memory (a
+// seqused_k inside out crashed the CPU forward when its values changed mid-call).
+struct HostLengths {
+  std::vector<int32_t> cu_q, cu_k, used;
+
+  template <typename P>
+  P own(const P& p) {
+    P r = p;
+    if (p.device.type != DeviceType::cpu) return r;
+    auto copy = [&](const int32_t* src, int64_t n, std::vector<int32_t>& dst) -> const int32_t* {
+      if (src == nullptr) return nullptr;
+      dst.assign(src, src + n);
+      return dst.data();
+    };
+    r.cu_seqlens_q = copy(p.cu_seqlens_q, p.batch + 1, cu_q);
+    r.cu_seqlens_k = copy(p.cu_seqlens_k, p.batch + 1, cu_k);
+    r.seqused_k = copy(p.seqused_k, p.batch, used);
+    return r;
+  }
+};
+
 }  // namespace
 
-void run_forward(const FwdParams& p) {
-  check_backend(p, false);
-  if (p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0) return;  // nothing to compute
+void run_forward(const FwdParams& params) {
+  check_backend(params, false);
+  if (params.batch == 0 || params.heads_q == 0 || params.seqlen_q == 0) return;  // nothing to compute
+  HostLengths lengths;
+  const FwdParams p = lengths.own(params);
   switch (p.backend) {
     case Backend::reference: return detail::reference_forward(p);
     case Backend::cpu: return detail::cpu_forward(p);
@@ -93,11 +118,13 @@ void run_forward(const FwdParams& p) {
   throw Error(ErrorKind::value, "backend", "was not resolved");
 }
 
-void run_backward(const BwdParams& p) {
-  check_backend(p, true);
+void run_backward(const BwdParams& params) {
+  check_backend(params, true);
   // With no query rows, dk and dv are zero; with no keys, dq is: the backends
   // write those zeros, so only an empty batch returns here.
-  if (p.batch == 0 || p.heads_q == 0) return;
+  if (params.batch == 0 || params.heads_q == 0) return;
+  HostLengths lengths;
+  const BwdParams p = lengths.own(params);
   switch (p.backend) {
     case Backend::reference: return detail::reference_backward(p);
     case Backend::cpu: return detail::cpu_backward(p);
@@ -121,6 +148,12 @@ void forward_varlen(const TensorView& q, const TensorView& k, const TensorView& 
                     const TensorView& out, const TensorView* lse, const Varlen& varlen,
                     const Options& options) {
   run_forward(detail::make_fwd_params(q, k, v, out, lse, &varlen, options));
+}
+
+void validate_forward(const TensorView& q, const TensorView& k, const TensorView& v,
+                      const TensorView& out, const TensorView* lse, const Varlen* varlen,
+                      const Options& options) {
+  check_backend(detail::make_fwd_params(q, k, v, out, lse, varlen, options), false);
 }
 
 void backward(const TensorView& dout, const TensorView& q, const TensorView& k,

@@ -102,32 +102,90 @@ def test_bf16_decode_steps_match_one_prefill(rng):
     torch.testing.assert_close(torch.cat(steps, 1).float(), whole.float(), atol=2e-2, rtol=2e-2)
 
 
-@pytest.mark.parametrize("bad", ["block_table", "cache_leftpad", "overflow", "negative", "k_alone",
-                                 "k_shape", "no_seqlens"])
+REFUSALS = {  # name: (change to the valid call, exception, argument named)
+    "block_table": (lambda kw: kw.update(block_table=torch.zeros(3, 1, dtype=torch.int32)), NotImplementedError, "block_table"),
+    "cache_leftpad": (lambda kw: kw.update(cache_leftpad=kw["cache_seqlens"]), NotImplementedError, "cache_leftpad"),
+    "overflow": (lambda kw: kw.update(cache_seqlens=torch.tensor([1, 39, 3], dtype=torch.int32)), ValueError, "cache_seqlens"),
+    "negative": (lambda kw: kw.update(cache_seqlens=torch.tensor([1, -1, 3], dtype=torch.int32)), ValueError, "cache_seqlens"),
+    "seqlens_int64": (lambda kw: kw.update(cache_seqlens=kw["cache_seqlens"].long()), TypeError, "cache_seqlens"),
+    "k_alone": (lambda kw: kw.update(v=None), ValueError, "v"),
+    "k_shape": (lambda kw: kw.update(k=kw["k"][:, :, :1]), ValueError, "k"),
+    "v_dtype": (lambda kw: kw.update(v=kw["v"].double()), TypeError, "v"),
+    "no_seqlens": (lambda kw: kw.update(cache_seqlens=None), ValueError, "cache_seqlens"),
+    # Refused by the library, still before any write.
+    "q_dtype": (lambda kw: kw.update(q=kw["q"].bfloat16()), TypeError, "k"),
+    "q_head_dim": (lambda kw: kw.update(q=kw["q"][..., :8]), ValueError, "k"),
+    "heads_not_multiple": (lambda kw: kw.update(q=kw["q"][:, :, :3]), ValueError, "k"),
+    "softcap": (lambda kw: kw.update(softcap=-1.0), ValueError, "softcap"),
+    "scale_nan": (lambda kw: kw.update(softmax_scale=float("nan")), ValueError, "softmax_scale"),
+    "window": (lambda kw: kw.update(window_size=(-5, 0)), ValueError, "window"),
+    "alibi_shape": (lambda kw: kw.update(alibi_slopes=torch.ones(3)), ValueError, "alibi_slopes"),
+    "v_cache_short": (lambda kw: kw.update(v_cache=kw["v_cache"][:, :30]), ValueError, "v_cache"),
+    "too_few_caches": (lambda kw: kw.update(k_cache=kw["k_cache"][:2], v_cache=kw["v_cache"][:2]), ValueError, "k_cache"),
+    "batch_idx_range": (lambda kw: kw.update(cache_batch_idx=torch.tensor([0, 1, 3])), ValueError, "cache_batch_idx"),
+    "rotary_without_k": (lambda kw: kw.update(k=None, v=None, rotary_cos=torch.ones(40, 4), rotary_sin=torch.ones(40, 4)),
+                         ValueError, "rotary_cos"),
+    "rotary_short_table": (lambda kw: kw.update(rotary_cos=torch.ones(39, 4), rotary_sin=torch.ones(39, 4)),
+                           ValueError, "rotary_cos"),
+    "rotary_too_wide": (lambda kw: kw.update(rotary_cos=torch.ones(40, 9), rotary_sin=torch.ones(40, 9)),
+                        ValueError, "rotary_cos"),
+}
+
+
+@pytest.mark.parametrize("bad", REFUSALS)
 def test_refusals_write_nothing(rng, bad):
     q, kc, vc, k, v = _setup(rng)
     kc0, vc0 = kc.clone(), vc.clone()
-    lens = torch.tensor([1, 2, 3], dtype=torch.int32)
-    kw = dict(k=k, v=v, cache_seqlens=lens)
-    exc, name = ValueError, "cache_seqlens"
-    if bad == "block_table":
-        kw["block_table"], exc, name = torch.zeros(3, 1, dtype=torch.int32), NotImplementedError, "block_table"
-    elif bad == "cache_leftpad":
-        kw["cache_leftpad"], exc, name = lens, NotImplementedError, "cache_leftpad"
-    elif bad == "overflow":
-        kw["cache_seqlens"] = torch.tensor([1, 39, 3], dtype=torch.int32)
-    elif bad == "negative":
-        kw["cache_seqlens"] = torch.tensor([1, -1, 3], dtype=torch.int32)
-    elif bad == "k_alone":
-        kw["v"], name = None, "v"
-    elif bad == "k_shape":
-        kw["k"], name = k[:, :, :1], "k"
-    elif bad == "no_seqlens":
-        kw["cache_seqlens"] = None
+    kw = dict(q=q, k_cache=kc, v_cache=vc, k=k, v=v, cache_seqlens=torch.tensor([1, 2, 3], dtype=torch.int32))
+    change, exc, name = REFUSALS[bad]
+    change(kw)
     with pytest.raises(exc) as e:
-        flash_attn_with_kvcache(q, kc, vc, **kw)
-    assert e.value.argument == name
+        flash_attn_with_kvcache(**kw)
+    assert e.value.argument == name, str(e.value)
     assert torch.equal(kc, kc0) and torch.equal(vc, vc0)
+
+
+def test_more_caches_than_sequences_uses_the_first(rng):
+    q, kc, vc, k, v = _setup(rng, Bc=5)
+    lens = torch.tensor([4, 0, 9], dtype=torch.int32)
+    out = flash_attn_with_kvcache(q, kc, vc, k, v, cache_seqlens=lens)
+    kc3, vc3 = kc[:3].clone(), vc[:3].clone()
+    again = flash_attn_with_kvcache(q, kc3, vc3, k, v, cache_seqlens=lens)  # same rows written again
+    assert torch.equal(out, again)
+
+
+def test_long_window_counts_as_none_for_rotary(rng):
+    """flash_attn: a window side as long as the cache is no window, so q (two rows here)
+    rotates at cache_seqlens, not at cache_seqlens + i."""
+    q, kc, vc, k, v = _setup(rng)
+    ang = torch.from_numpy(rng.uniform(0, 6.3, (40, 8)).astype(np.float32))
+    kw = dict(cache_seqlens=torch.tensor([1, 2, 3], dtype=torch.int32), rotary_cos=ang.cos(), rotary_sin=ang.sin())
+    a = flash_attn_with_kvcache(q, kc.clone(), vc.clone(), k, v, window_size=(40, -1), **kw)
+    b = flash_attn_with_kvcache(q, kc.clone(), vc.clone(), k, v, **kw)
+    assert torch.equal(a, b)
+
+
+def test_no_autograd_through_the_cache(rng):
+    q, kc, vc, k, v = _setup(rng)
+    for t in (q, k, v):
+        t.requires_grad_(True)
+    out = flash_attn_with_kvcache(q, kc, vc, k, v, cache_seqlens=torch.tensor([1, 2, 3], dtype=torch.int32))
+    assert not out.requires_grad and not kc.requires_grad and kc.grad_fn is None
+    step = torch.compile(lambda *a: flash_attn_with_kvcache(*a, cache_seqlens=torch.tensor([4, 5, 6], dtype=torch.int32)),
+                         backend="aot_eager")
+    out = step(q, kc, vc, k, v)
+    assert not out.requires_grad and not kc.requires_grad
+
+
+def test_compiled_refusal_writes_nothing(rng):
+    q, kc, vc, k, v = _setup(rng)
+    kc0 = kc.clone()
+    step = torch.compile(lambda *a: flash_attn_with_kvcache(*a[:5], cache_seqlens=a[5]), backend="aot_eager",
+                         fullgraph=True)
+    with pytest.raises(ValueError) as e:
+        step(q, kc, vc, k, v, torch.tensor([-1, 3, 0], dtype=torch.int32))
+    assert e.value.argument == "cache_seqlens"
+    assert torch.equal(kc, kc0)
 
 
 def test_compiles_in_one_graph(rng):

@@ -4,6 +4,9 @@
 // cache rows past the used keys hold NaN (make_problem), so a backend that reads
 // them fails. Shapes cover the decoding path (at most 64 query rows per kv head)
 // and the tiled forward, batched and packed, every mask option.
+#include <cmath>
+#include <cstring>
+
 #include "cases.h"
 
 namespace fatest {
@@ -26,6 +29,43 @@ TEST(KvCacheConsistency, FullCacheEqualsNoSeqused) {
         EXPECT_TRUE(bitwise_equal(a.lse, b.lse)) << short_name(dt) << " Sq " << sq << " " << t.name;
       }
     }
+  }
+}
+
+}  // namespace
+}  // namespace fatest
+
+namespace fatest {
+namespace {
+
+// seqused_k inside the memory of out: the call uses the values it was given. (The CPU
+// forward read them again while it wrote out, planned with one length and ran with
+// another, and crashed.) Same for cu_seqlens_k inside out, packed.
+TEST(KvCacheAliasing, LengthsInsideOutAreReadOnce) {
+  const int64_t B = 2, Sq = 100, Sk = 2000, H = 1, D = 8;
+  HostTensor q = make_tensor(DType::f32, {B, Sq, H, D}), k = make_tensor(DType::f32, {B, Sk, H, D});
+  for (int64_t e = 0; e < q.numel(); ++e) q.set(e, std::sin(0.1 * e));
+  for (int64_t e = 0; e < k.numel(); ++e) k.set(e, std::cos(0.07 * e));
+  for (int threads : {1, 2}) {
+    fa::Options opt;
+    opt.num_threads = threads;
+    // Reference: lengths {1, 1} in their own array.
+    HostTensor used = make_tensor(DType::i32, {B});
+    used.set(0, 1);
+    used.set(1, 1);
+    HostTensor want = make_tensor(DType::f32, {B, Sq, H, D});
+    opt.seqused_k = used.view();
+    fa::forward(q.view(), k.view(), k.view(), want.view(), nullptr, opt);
+    // The same lengths stored in the last row of out, which the call overwrites.
+    HostTensor out = make_tensor(DType::f32, {B, Sq, H, D});
+    auto* last = static_cast<float*>(out.data()) + (B * Sq * H - 1) * D;
+    const int32_t one[2] = {1, 1};
+    std::memcpy(last, one, sizeof one);
+    fa::TensorView u = used.view();
+    u.data = last;
+    opt.seqused_k = u;
+    ASSERT_NO_THROW(fa::forward(q.view(), k.view(), k.view(), out.view(), nullptr, opt));
+    EXPECT_TRUE(bitwise_equal(out, want)) << threads << " threads";
   }
 }
 

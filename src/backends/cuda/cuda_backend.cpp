@@ -176,6 +176,12 @@ void cuda_check(const FwdParams& p, bool backward) {
   if (device < 0 || device >= n)
     throw Error(ErrorKind::value, "q", "is on cuda:" + std::to_string(device) + " but only " +
                                            std::to_string(n) + " CUDA devices are visible");
+#if !FLASHATTN_CUDA_SEQUSED_K
+  // Before the dtype and head-dim checks, so the refusal names it whatever the build holds.
+  if (p.seqused_k != nullptr)
+    throw Error(ErrorKind::unsupported, "seqused_k",
+                "is not supported on the cuda backend yet (the CPU backends take it)");
+#endif
   int major = 0;
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
   if (major < 8)
@@ -193,11 +199,6 @@ void cuda_check(const FwdParams& p, bool backward) {
                 "no kernel for head dim " + std::to_string(std::max(p.head_dim_qk, p.head_dim_v)) +
                     " and " + to_string(p.dtype) +
                     " in this build (see FLASHATTN_CUDA_HEAD_DIMS / FLASHATTN_CUDA_DTYPES)");
-#if !FLASHATTN_CUDA_SEQUSED_K
-  if (p.seqused_k != nullptr)
-    throw Error(ErrorKind::unsupported, "seqused_k",
-                "is not supported on the cuda backend yet (the CPU backends take it)");
-#endif
   if (p.batch > 65535) throw Error(ErrorKind::value, "q", "batch above 65535 is not supported on cuda");
   if (p.heads_q > 65535) throw Error(ErrorKind::value, "q", "more than 65535 heads are not supported on cuda");
   if (p.seqlen_q > (int64_t(1) << 30) || p.seqlen_k > (int64_t(1) << 30))
