@@ -56,6 +56,12 @@ struct Options {
   // int32 [B], forward only: sequence b attends to its first seqused_k[b] keys, the
   // filled part of a KV cache (masks align at that end). Unset: every key.
   std::optional<TensorView> seqused_k;
+  // int32 [B, max_blocks], forward only, batched: a paged KV cache. k and v are then
+  // pools [num_blocks, page_size, Hkv, D] (page_size a multiple of 64), and sequence b's
+  // key j is row j % page_size of block block_table[b, j / page_size]; the sequence
+  // holds max_blocks * page_size keys, or seqused_k[b]. Entries past the used keys are
+  // never read (they may hold anything).
+  std::optional<TensorView> block_table;
 };
 
 // Packed variable-length batch description. cu_seqlens are int32 [B+1] on the

@@ -1,4 +1,5 @@
 // The public entry points: validate, then dispatch to the chosen backend.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -79,7 +80,7 @@ void check_backend(const FwdParams& p, bool backward) {
 // read them again while they write out / dq..., which may share their memory (a
 // seqused_k inside out crashed the CPU forward when its values changed mid-call).
 struct HostLengths {
-  std::vector<int32_t> cu_q, cu_k, used;
+  std::vector<int32_t> cu_q, cu_k, used, table;
 
   template <typename P>
   P own(const P& p) {
@@ -93,6 +94,15 @@ struct HostLengths {
     r.cu_seqlens_q = copy(p.cu_seqlens_q, p.batch + 1, cu_q);
     r.cu_seqlens_k = copy(p.cu_seqlens_k, p.batch + 1, cu_k);
     r.seqused_k = copy(p.seqused_k, p.batch, used);
+    if (p.block_table != nullptr) {  // rows made contiguous
+      const int64_t width = p.seqlen_k / p.page_size;
+      table.resize(static_cast<size_t>(p.batch * width));
+      for (int64_t b = 0; b < p.batch; ++b)
+        std::copy(p.block_table + b * p.block_table_stride, p.block_table + b * p.block_table_stride + width,
+                  table.begin() + b * width);
+      r.block_table = table.data();
+      r.block_table_stride = width;
+    }
     return r;
   }
 };

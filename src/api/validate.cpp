@@ -122,12 +122,15 @@ struct Shapes {
 
 // Checks q, k, v, out (and varlen) and returns the problem sizes.
 Shapes check_qkvo(const TensorView& q, const TensorView& k, const TensorView& v,
-                  const TensorView& out, const Varlen* varlen) {
+                  const TensorView& out, const Varlen* varlen, const TensorView* table = nullptr) {
   const bool packed = varlen != nullptr;
+  const bool paged = table != nullptr;
+  if (packed && paged)
+    fail(ErrorKind::unsupported, "block_table", "paged keys and values take batched input, not packed");
   const int nd = packed ? 3 : 4;
   const char* lq = packed ? "[total_q, Hq, Dqk]" : "[B, Sq, Hq, Dqk]";
-  const char* lk = packed ? "[total_k, Hkv, Dqk]" : "[B, Sk, Hkv, Dqk]";
-  const char* lv = packed ? "[total_k, Hkv, Dv]" : "[B, Sk, Hkv, Dv]";
+  const char* lk = packed ? "[total_k, Hkv, Dqk]" : paged ? "[num_blocks, page_size, Hkv, Dqk]" : "[B, Sk, Hkv, Dqk]";
+  const char* lv = packed ? "[total_k, Hkv, Dv]" : paged ? "[num_blocks, page_size, Hkv, Dv]" : "[B, Sk, Hkv, Dv]";
   const char* lo = packed ? "[total_q, Hq, Dv]" : "[B, Sq, Hq, Dv]";
   check_tensor("q", q, nd, lq);
   check_tensor("k", k, nd, lk);
@@ -151,8 +154,12 @@ Shapes check_qkvo(const TensorView& q, const TensorView& k, const TensorView& v,
   if (!packed) {
     s.batch = q.shape[0];
     s.sq = q.shape[1];
-    check_dim("k", k, 0, s.batch, "B", lk);
-    check_dim("v", v, 0, s.batch, "B", lv);
+    if (paged) {
+      check_dim("v", v, 0, k.shape[0], "num_blocks", lv);
+    } else {
+      check_dim("k", k, 0, s.batch, "B", lk);
+      check_dim("v", v, 0, s.batch, "B", lv);
+    }
     check_dim("out", out, 0, s.batch, "B", lo);
   }
   check_dim("k", k, o + 2, s.dqk, "Dqk, the head dim of q", lk);
@@ -170,6 +177,20 @@ Shapes check_qkvo(const TensorView& q, const TensorView& k, const TensorView& v,
   if (s.dqk < 1) fail(ErrorKind::value, "q", "head dim must be positive, got shape " + shape_str(q));
   if (s.dv < 1) fail(ErrorKind::value, "v", "head dim must be positive, got shape " + shape_str(v));
   check_non_overlapping("out", out);
+
+  if (paged) {
+    const TensorView& t = *table;
+    check_tensor("block_table", t, 2, "[B, max_blocks]");
+    if (t.dtype != DType::i32)
+      fail(ErrorKind::type, "block_table", std::string("dtype must be int32, got ") + to_string(t.dtype));
+    check_same_device("block_table", t, q.device);
+    check_dim("block_table", t, 0, s.batch, "B", "[B, max_blocks]");
+    // The CPU's decoding path reads a 64-key tile from one block.
+    if (s.sk < 1 || s.sk % 64 != 0)
+      fail(ErrorKind::value, "k", "the page size (dim 1 of the paged k and v) must be a positive multiple of 64, "
+                                   "got shape " + shape_str(k));
+    s.sk *= t.shape[1];  // keys a sequence can hold
+  }
 
   if (packed) {
     const TensorView& cq = varlen->cu_seqlens_q;
@@ -307,6 +328,29 @@ void set_seqused_k(FwdParams& p, const Options& opt, const TensorView& q) {
   p.seqused_k = used;
 }
 
+// block_table (checked in check_qkvo): on the host, every block that holds a used key
+// is a block of the pool.
+void set_block_table(FwdParams& p, const Options& opt, const TensorView& q, const TensorView& k) {
+  if (!opt.block_table) return;
+  const TensorView& t = *opt.block_table;
+  p.block_table = static_cast<const int32_t*>(t.data);
+  p.block_table_stride = t.stride[0];
+  p.page_size = k.shape[1];
+  if (q.device.type != DeviceType::cpu) return;
+  const int64_t blocks = k.shape[0];
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t used = p.seqused_k != nullptr ? p.seqused_k[b] : p.seqlen_k;
+    for (int64_t i = 0; i < (used + p.page_size - 1) / p.page_size; ++i) {
+      const int64_t e = p.block_table[b * p.block_table_stride + i];  // rows are contiguous (check_tensor)
+      if (e < 0 || e >= blocks)
+        fail(ErrorKind::value, "block_table",
+             "entry [" + std::to_string(b) + ", " + std::to_string(i) + "] is " + std::to_string(e) +
+                 ", outside [0, " + std::to_string(blocks) + "), the blocks of k and v, and sequence " +
+                 std::to_string(b) + " uses it");
+    }
+  }
+}
+
 // Strides of a [B, S, H, D] or [total, H, D] tensor as (batch, row, head).
 void strides_of(const TensorView& t, bool packed, int64_t& b, int64_t& r, int64_t& h) {
   if (packed) {
@@ -323,7 +367,7 @@ void strides_of(const TensorView& t, bool packed, int64_t& b, int64_t& r, int64_
 FwdParams fill_common(const TensorView& q, const TensorView& k, const TensorView& v,
                       const TensorView& out, const Varlen* varlen, const Options& options,
                       Shapes& s) {
-  s = check_qkvo(q, k, v, out, varlen);
+  s = check_qkvo(q, k, v, out, varlen, options.block_table ? &*options.block_table : nullptr);
   const bool packed = varlen != nullptr;
   FwdParams p;
   p.q = q.data;
@@ -355,6 +399,7 @@ FwdParams fill_common(const TensorView& q, const TensorView& k, const TensorView
   }
   fill_options(p, options, s, q);
   set_seqused_k(p, options, q);
+  set_block_table(p, options, q, k);
   return p;
 }
 
@@ -394,6 +439,8 @@ BwdParams make_bwd_params(const TensorView& dout, const TensorView& q, const Ten
     fail(ErrorKind::unsupported, "seqused_k",
          "is a forward-only option (attention over a filled KV cache); the backward takes "
          "every key of k and v");
+  if (options.block_table)
+    fail(ErrorKind::unsupported, "block_table", "is a forward-only option (a paged KV cache)");
   static_cast<FwdParams&>(p) = fill_common(q, k, v, out, varlen, options, s);
   const bool packed = varlen != nullptr;
   check_lse("lse", lse, s, q, packed);

@@ -30,7 +30,7 @@ bool is_varlen(Api a) { return a == Api::forward_varlen || a == Api::backward_va
 // k {5, 2, 0}.
 struct Fix {
   static constexpr int64_t B = 2, Sq = 5, Sk = 7, Hq = 4, Hkv = 2, Dqk = 8, Dv = 6;
-  HostTensor q, k, v, out, lse, dout, dq, dk, dv, alibi, alibi_bh, cu_q, cu_k, used;
+  HostTensor q, k, v, out, lse, dout, dq, dk, dv, alibi, alibi_bh, cu_q, cu_k, used, table;
   fa::TensorView Q, K, V, O, L, dO, dQ, dK, dV, CQ, CK;
   fa::Options opt;
   int64_t max_q = 4, max_k = 5;
@@ -69,6 +69,8 @@ struct Fix {
     used = make_tensor(DType::i32, {packed ? 3 : B});
     const int uk[3] = {4, 2, 0};
     for (int64_t b = 0; b < used.numel(); ++b) used.set(b, packed ? uk[b] : 7 - 3 * b);
+    table = make_tensor(DType::i32, {packed ? 3 : B, 1});
+    for (int64_t e = 0; e < table.numel(); ++e) table.set(e, 0);
     Q = q.view(); K = k.view(); V = v.view(); O = out.view(); L = lse.view();
     dO = dout.view(); dQ = dq.view(); dK = dk.view(); dV = dv.view();
     CQ = cu_q.view(); CK = cu_k.view();
@@ -228,6 +230,8 @@ std::vector<ErrorCase> error_cases() {
       {"seqused_k_above_rows", kFwdAll, [](Fix& f) { f.used.set(1, Fix::Sk + 1); f.opt.seqused_k = f.used.view(); }, kValue, "seqused_k"},
       {"seqused_k_negative", kFwdAll, [](Fix& f) { f.used.set(0, -1); f.opt.seqused_k = f.used.view(); }, kValue, "seqused_k"},
       {"seqused_k_above_sequence", kFwdPacked, [](Fix& f) { f.used.set(1, 3); f.opt.seqused_k = f.used.view(); }, kValue, "seqused_k"},
+      {"block_table_packed", kFwdPacked, [](Fix& f) { f.opt.block_table = f.table.view(); }, ErrorKind::unsupported, "block_table"},
+      {"block_table_in_backward", kBwdAll, [](Fix& f) { f.opt.block_table = f.table.view(); }, ErrorKind::unsupported, "block_table"},
       {"seqused_k_in_backward", kBwdAll, [](Fix& f) { f.opt.seqused_k = f.used.view(); }, ErrorKind::unsupported, "seqused_k"},
       // ---- packed lengths
       {"cu_seqlens_q_float", kPacked, [](Fix& f) { f.CQ.dtype = DType::f32; }, kType, "cu_seqlens_q"},

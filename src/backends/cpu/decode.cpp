@@ -240,8 +240,11 @@ struct Decode {
       ctx.reserve(static_cast<size_t>(nh * G));
       for (int64_t h = wk.hk0 * G; h < wk.hk1 * G; ++h) ctx.emplace_back(p, sl, wk.b, h, rng);
       const bool general = p.softcap > 0.f || p.alibi_slopes != nullptr;
-      for (int64_t j0 = first.k0; j0 < first.k1; j0 += kTileKeys) {
-        const int64_t nk = std::min(kTileKeys, first.k1 - j0);
+      // Paged keys: tiles end at multiples of 64, so none spans two blocks (pages are
+      // multiples of 64 keys); otherwise they start where the item does.
+      const bool paged = p.block_table != nullptr;
+      for (int64_t j0 = first.k0, nk = 0; j0 < first.k1; j0 += nk) {
+        nk = std::min(paged ? kTileKeys - j0 % kTileKeys : kTileKeys, first.k1 - j0);
         const bool full = ctx[0].mask.tile_full(0, sq, j0, j0 + nk);
         for (int64_t i = 0; i < nh; ++i)
           tile(sl, item_of(wk, wk.hk0 + i), j0, nk, rows, ld, general || !full, &ctx[static_cast<size_t>(i * G)], w,

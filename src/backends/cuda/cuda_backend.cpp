@@ -176,6 +176,8 @@ void cuda_check(const FwdParams& p, bool backward) {
   if (device < 0 || device >= n)
     throw Error(ErrorKind::value, "q", "is on cuda:" + std::to_string(device) + " but only " +
                                            std::to_string(n) + " CUDA devices are visible");
+  if (p.block_table != nullptr)
+    throw Error(ErrorKind::unsupported, "block_table", "paged KV caches run on the CPU backends only");
 #if !FLASHATTN_CUDA_SEQUSED_K
   // Before the dtype and head-dim checks, so the refusal names it whatever the build holds.
   if (p.seqused_k != nullptr)
