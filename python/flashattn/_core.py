@@ -57,7 +57,7 @@ def _options(fw, q, ex, softmax_scale, causal, window, softcap, alibi_slopes, dr
 
 def forward(q, k, v, *, softmax_scale=None, causal=False, window=(-1, -1), softcap=0.0,
             alibi_slopes=None, dropout_p=0.0, seed=0, offset=0, return_lse=False, backend="auto",
-            num_threads=0, stream=None, out=None, seqused_k=None):
+            num_threads=0, stream=None, out=None, seqused_k=None, block_table=None):
     """Attention of q [B, Sq, Hq, Dqk], k [B, Sk, Hkv, Dqk], v [B, Sk, Hkv, Dv].
 
     Returns out [B, Sq, Hq, Dv] in q's dtype, or (out, lse) with lse [B, Hq, Sq] float32
@@ -65,7 +65,10 @@ def forward(q, k, v, *, softmax_scale=None, causal=False, window=(-1, -1), softc
     aligned at the bottom right. `stream` (CUDA, an integer handle) defaults to the
     framework's current stream (PyTorch, CuPy), else the default stream. `seqused_k`
     (int32 [B], CPU backends): sequence b attends to its first seqused_k[b] keys only,
-    the filled part of a KV cache; masks align at that end.
+    the filled part of a KV cache; masks align at that end. `block_table` (int32
+    [B, max_blocks], CPU backends): a paged cache, k and v pools [num_blocks, page_size,
+    Hkv, D] (page_size a multiple of 64), key j of sequence b in block
+    block_table[b, j // page_size].
     """
     fw = adapter(q, "q")
     B, Sq, Hq, _ = shape_of(q, "q", 4, "[B, Sq, Hq, D]")
@@ -76,10 +79,10 @@ def forward(q, k, v, *, softmax_scale=None, causal=False, window=(-1, -1), softc
     lse = fw.empty((B, Hq, Sq), "float32", q) if return_lse else None
     ex = Exporter()
     arrays = (ex(q, "q"), ex(k, "k"), ex(v, "v"), ex.output(out, "out"), ex(lse, "lse"))
-    used = ex(seqused_k, "seqused_k")
+    used, table = ex(seqused_k, "seqused_k"), ex(block_table, "block_table")
     opts = _options(fw, q, ex, softmax_scale, causal, window, softcap, alibi_slopes, dropout_p,
                     seed, offset, backend, num_threads, stream)
-    _C.fwd(*arrays, **opts, u16_is_bf16=ex.bf16_as_u16, seqused_k=used)
+    _C.fwd(*arrays, **opts, u16_is_bf16=ex.bf16_as_u16, seqused_k=used, block_table=table)
     out = out if given else fw.finish(out, q)
     return (out, fw.finish(lse, q)) if return_lse else out
 

@@ -115,13 +115,16 @@ def _bwd_varlen_impl(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor,
 
 def _fwd_kvcache_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, k_new: Optional[Tensor],
                       v_new: Optional[Tensor], cache_seqlens: Tensor, cache_rows: Optional[Tensor],
-                      softmax_scale: float, causal: bool, window_left: int, window_right: int,
-                      softcap: float, alibi_slopes: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+                      block_table: Optional[Tensor], softmax_scale: float, causal: bool,
+                      window_left: int, window_right: int, softcap: float,
+                      alibi_slopes: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
     """Writes k_new / v_new [B, S_new, Hkv, D] into the caches at rows cache_seqlens[b]...
-    (of cache cache_rows[b], else b), then attends to each sequence's cache_seqlens[b] +
-    S_new keys (seqused_k). Everything is checked before the first write, here at run
-    time, so a compiled graph checks too. No autograd: the caches are inference state."""
-    batch, s_cache = q.shape[0], k_cache.shape[1]
+    (of cache cache_rows[b], else b; or of the blocks block_table[b] names, the caches then
+    being pools of blocks), then attends to each sequence's cache_seqlens[b] + S_new keys
+    (seqused_k). Everything is checked before the first write, here at run time, so a
+    compiled graph checks too. No autograd: the caches are inference state."""
+    batch, page = q.shape[0], k_cache.shape[1]
+    s_cache = page * (block_table.shape[1] if block_table is not None else 1)
     s_new = 0 if k_new is None else k_new.shape[1]
     used = (cache_seqlens + s_new).to(torch.int32)
     if not (q.is_cuda and torch.cuda.is_current_stream_capturing()) and batch:  # values (a sync on CUDA)
@@ -138,6 +141,8 @@ def _fwd_kvcache_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, k_new: Option
             0, _stream(q))
 
     def caches(gather):
+        if block_table is not None:
+            return _c(k_cache), _c(v_cache)
         if cache_rows is None:
             return _c(k_cache[:batch]), _c(v_cache[:batch])
         if gather:
@@ -146,14 +151,20 @@ def _fwd_kvcache_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, k_new: Option
         return (_c(k_cache[:1]).expand(batch, -1, -1, -1), _c(v_cache[:1]).expand(batch, -1, -1, -1))
 
     kc, vc = caches(False)
-    _C.fwd(_dl(q), _dl(kc), _dl(vc), _dl(out), _dl(lse), *args, seqused_k=_dl(used), check_only=True)
+    table = _opt(block_table)
+    _C.fwd(_dl(q), _dl(kc), _dl(vc), _dl(out), _dl(lse), *args, seqused_k=_dl(used), block_table=table,
+           check_only=True)
     if k_new is not None:
         pos = cache_seqlens.long()[:, None] + torch.arange(s_new, device=q.device)
-        rows = (torch.arange(batch, device=q.device) if cache_rows is None else cache_rows)[:, None]
-        k_cache[rows.expand(batch, s_new), pos] = k_new
-        v_cache[rows.expand(batch, s_new), pos] = v_new
+        if block_table is not None:  # block and row of each new key
+            rows, pos = block_table.long().gather(1, pos // page), pos % page
+        else:
+            rows = (torch.arange(batch, device=q.device) if cache_rows is None else cache_rows)[:, None]
+            rows = rows.expand(batch, s_new)
+        k_cache[rows, pos] = k_new
+        v_cache[rows, pos] = v_new
     kc, vc = caches(True)
-    _C.fwd(_dl(q), _dl(kc), _dl(vc), _dl(out), _dl(lse), *args, seqused_k=_dl(used))
+    _C.fwd(_dl(q), _dl(kc), _dl(vc), _dl(out), _dl(lse), *args, seqused_k=_dl(used), block_table=_opt(block_table))
     return out, lse
 
 

@@ -9,9 +9,10 @@ values. Differences:
     materialised (flash_attn returns them only with dropout, for testing).
   * Dropout draws its seed from PyTorch's default CPU generator, so torch.manual_seed
     makes it reproducible. A captured CUDA graph replays the seed it was captured with.
-  * flash_attn_varlen_func's and flash_attn_with_kvcache's block_table (paged KV cache)
-    is not supported; flash_attn_with_kvcache takes CUDA tensors only in builds with
-    -DFLASHATTN_CUDA_SEQUSED_K=ON (not yet GPU-tested; CPU tensors always).
+  * flash_attn_with_kvcache takes CUDA tensors only in builds with
+    -DFLASHATTN_CUDA_SEQUSED_K=ON (not yet GPU-tested; CPU tensors always), and a paged
+    cache (block_table, pages of a multiple of 64 keys) on CPU tensors only;
+    flash_attn_varlen_func's block_table is not supported.
   * CPU tensors run too (fp32, fp16, bf16); CUDA needs fp16/bf16 and head dims that are
     multiples of 8 (flash_attn pads other head dims; flashattn refuses them).
 causal and window_size are aligned at the bottom right (query i sits at key
@@ -146,23 +147,33 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     first B of B_cache); cache_batch_idx (int [B]) picks each sequence's cache (this copies
     the picked caches per call). Masks align at the end of the used keys. Returns out
     [B, Sq, Hq, Dv], or (out, softmax_lse [B, Hq, Sq]). num_splits is accepted and
-    ignored (the library picks its own key splits). Every argument is checked before a
-    cache is written. Inference only: no gradients flow through it. cache_leftpad and
-    block_table (paged KV) raise NotImplementedError, and so do CUDA tensors where the
-    build's CUDA backend does not take seqused_k yet.
+    ignored (the library picks its own key splits). With block_table (int32 [B, max_blocks],
+    CPU tensors) the caches are pools [num_blocks, page_size, Hkv, D] (page_size a multiple
+    of 64) and key j of sequence b is row j % page_size of block block_table[b, j //
+    page_size]. Every argument is checked before a cache is written. Inference only: no
+    gradients flow through it. cache_leftpad raises NotImplementedError, and so do CUDA
+    tensors where the build's CUDA backend does not take seqused_k yet.
     """
-    if block_table is not None:
-        raise _error(NotImplementedError, "block_table", "paged KV caches are not supported")
     if cache_leftpad is not None:
         raise _error(NotImplementedError, "cache_leftpad", "left-padded caches are not supported")
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
         if t.dim() != 4:
             raise _error(ValueError, name, f"expected 4 dims, got {list(t.shape)}")
     batch, s_cache = q.shape[0], k_cache.shape[1]
+    if block_table is not None:
+        if cache_batch_idx is not None:
+            raise _error(NotImplementedError, "cache_batch_idx", "does not go with a paged cache (block_table)")
+        if not _torch.is_tensor(block_table) or block_table.dtype != _torch.int32 or block_table.dim() != 2 \
+                or block_table.shape[0] != batch:
+            raise _error(ValueError if _torch.is_tensor(block_table) and block_table.dtype == _torch.int32 else TypeError,
+                         "block_table", f"expected an int32 tensor [{batch}, max_blocks], got "
+                                        f"{getattr(block_table, 'dtype', type(block_table))} "
+                                        f"{list(getattr(block_table, 'shape', []))}")
+        s_cache = k_cache.shape[1] * block_table.shape[1]  # keys a sequence can hold
     if v_cache.shape[:3] != k_cache.shape[:3]:
         raise _error(ValueError, "v_cache", f"shape {list(v_cache.shape)} does not match k_cache's "
                                             f"{list(k_cache.shape)} but in the head dim")
-    if cache_batch_idx is None and k_cache.shape[0] < batch:
+    if cache_batch_idx is None and block_table is None and k_cache.shape[0] < batch:
         raise _error(ValueError, "k_cache", f"holds {k_cache.shape[0]} caches for {batch} sequences; "
                                             "pass cache_batch_idx to share them")
     if (k is None) != (v is None):
@@ -222,8 +233,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         k = _rotate(k, rotary_cos, rotary_sin, k_pos.clamp(max=rotary_cos.shape[0] - 1), rotary_interleaved)
     scale, causal, left, right, softcap, alibi_slopes, *_ = _options(
         q, 0.0, softmax_scale, causal, (left, right), softcap, alibi_slopes, False)
-    out, lse = _ops.attention_kvcache(q, k_cache, v_cache, k, v, seqlens, rows, scale, causal, left, right,
-                                      softcap, alibi_slopes)
+    out, lse = _ops.attention_kvcache(q, k_cache, v_cache, k, v, seqlens, rows, block_table, scale, causal,
+                                      left, right, softcap, alibi_slopes)
     return (out, lse) if return_softmax_lse else out
 
 

@@ -34,6 +34,7 @@ struct Opts {
   uintptr_t stream;
   bool u16_is_bf16;
   InArray seqused_k;
+  InArray block_table;
 
   Options make(bool deterministic = false) const {
     Options o;
@@ -50,6 +51,7 @@ struct Opts {
     o.num_threads = num_threads;
     o.stream = reinterpret_cast<void*>(stream);
     o.seqused_k = optional_view(seqused_k, "seqused_k", false);
+    o.block_table = optional_view(block_table, "block_table", false);
     return o;
   }
 };
@@ -60,13 +62,14 @@ struct Opts {
   "window_right"_a = -1, "softcap"_a = 0.0, "alibi_slopes"_a.none() = nb::none(),         \
   "dropout_p"_a = 0.0, "seed"_a = 0, "offset"_a = 0, "backend"_a = "auto",                \
   "num_threads"_a = 0, "stream"_a = 0, "u16_is_bf16"_a = false,                          \
-  "seqused_k"_a.none() = nb::none()
+  "seqused_k"_a.none() = nb::none(), "block_table"_a.none() = nb::none()
 #define FA_OPTS_PARAMS                                                                      \
   std::optional<double> scale, bool causal, int64_t wl, int64_t wr, double softcap,        \
       flashattn::python::InArray alibi, double p, uint64_t seed, uint64_t offset, std::string backend,         \
-      int threads, uintptr_t stream, bool bf16, flashattn::python::InArray used
+      int threads, uintptr_t stream, bool bf16, flashattn::python::InArray used,           \
+      flashattn::python::InArray table
 #define FA_OPTS_VALUES                                                                      \
-  flashattn::python::Opts { scale, causal, wl, wr, softcap, alibi, p, seed, offset, backend, threads, stream, bf16, used }
+  flashattn::python::Opts { scale, causal, wl, wr, softcap, alibi, p, seed, offset, backend, threads, stream, bf16, used, table }
 
 // check_only: validate as the call would (backend refusals included) and run nothing.
 void fwd(InArray q, InArray k, InArray v, OutArray out, OutArray lse, bool check_only, const Opts& a) {

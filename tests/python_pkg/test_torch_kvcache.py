@@ -103,7 +103,8 @@ def test_bf16_decode_steps_match_one_prefill(rng):
 
 
 REFUSALS = {  # name: (change to the valid call, exception, argument named)
-    "block_table": (lambda kw: kw.update(block_table=torch.zeros(3, 1, dtype=torch.int32)), NotImplementedError, "block_table"),
+    "page_of_40": (lambda kw: kw.update(block_table=torch.zeros(3, 1, dtype=torch.int32)), ValueError, "k"),
+    "block_table_int64": (lambda kw: kw.update(block_table=torch.zeros(3, 1, dtype=torch.int64)), TypeError, "block_table"),
     "cache_leftpad": (lambda kw: kw.update(cache_leftpad=kw["cache_seqlens"]), NotImplementedError, "cache_leftpad"),
     "overflow": (lambda kw: kw.update(cache_seqlens=torch.tensor([1, 39, 3], dtype=torch.int32)), ValueError, "cache_seqlens"),
     "negative": (lambda kw: kw.update(cache_seqlens=torch.tensor([1, -1, 3], dtype=torch.int32)), ValueError, "cache_seqlens"),
@@ -198,3 +199,48 @@ def test_compiles_in_one_graph(rng):
     compiled = step(q, kc2, vc2, k, v, lens)
     assert torch.equal(eager, compiled)
     assert torch.equal(kc, kc2) and torch.equal(vc, vc2)
+
+
+def _paged(kc, vc, page, rng):
+    """The caches [B, S, Hkv, D] as shuffled blocks of a pool with two spare blocks (NaN)."""
+    B, S = kc.shape[:2]
+    n = B * (S // page)
+    order = torch.from_numpy(rng.permutation(n + 2)[:n].astype(np.int64))
+    pools = []
+    for c in (kc, vc):
+        pool = torch.full((n + 2, page) + tuple(c.shape[2:]), float("nan"), dtype=c.dtype)
+        pool[order] = c.reshape(n, page, *c.shape[2:])
+        pools.append(pool)
+    return pools[0], pools[1], order.view(B, S // page).to(torch.int32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_paged_cache_gives_what_the_plain_one_gives(rng, dtype):
+    q, kc, vc, k, v = _setup(rng, Sc=256)
+    q, kc, vc, k, v = (t.to(dtype) for t in (q, kc, vc, k, v))
+    lens = torch.tensor([0, 100, 190], dtype=torch.int32)
+    kp, vp, table = _paged(kc, vc, 64, rng)
+    ang = torch.from_numpy(rng.uniform(0, 6.3, (256, 8)).astype(np.float32))
+    kw = dict(cache_seqlens=lens, causal=True, rotary_cos=ang.cos(), rotary_sin=ang.sin(), return_softmax_lse=True)
+    out, lse = flash_attn_with_kvcache(q, kc, vc, k, v, **kw)
+    out_p, lse_p = flash_attn_with_kvcache(q, kp, vp, k, v, block_table=table, **kw)
+    torch.testing.assert_close(out_p, out, atol=1e-5 if dtype == torch.float32 else 2e-2, rtol=1e-5)
+    torch.testing.assert_close(lse_p, lse, atol=1e-5, rtol=1e-5)
+    # The new keys went to the blocks the table names.
+    for b in range(3):
+        for t in range(2):
+            j = int(lens[b]) + t
+            assert torch.equal(kp[int(table[b, j // 64]), j % 64], kc[b, j])
+            assert torch.equal(vp[int(table[b, j // 64]), j % 64], vc[b, j])
+
+
+def test_paged_refusal_writes_nothing(rng):
+    q, kc, vc, k, v = _setup(rng, Sc=128)
+    kp, vp, table = _paged(kc, vc, 64, rng)
+    table[2, 1] = 99  # sequence 2's new keys would go to a block the pool lacks
+    kp0 = kp.clone()
+    with pytest.raises(ValueError) as e:
+        flash_attn_with_kvcache(q, kp, vp, k, v, cache_seqlens=torch.tensor([1, 2, 70], dtype=torch.int32),
+                                block_table=table)
+    assert e.value.argument == "block_table"
+    assert torch.equal(kp.nan_to_num(7.0), kp0.nan_to_num(7.0))
