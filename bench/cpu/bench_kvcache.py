@@ -35,6 +35,7 @@ def main():
     ap.add_argument("--heads", type=int, default=32)
     ap.add_argument("--kv-heads", type=int, default=8)
     ap.add_argument("--hdim", type=int, default=128)
+    ap.add_argument("--page", type=int, default=0, help="flashattn's cache paged in blocks of this many keys (0: not)")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--json")
@@ -51,7 +52,9 @@ def main():
         dt = dtypes[name]
         for b in (int(x) for x in a.batches.split(",")):
             for sc in (int(x) for x in a.caches.split(",")):
-                lens = torch.randint(sc // 4, sc - s_new + 1, (b,), generator=gen, dtype=torch.int32)
+                # Lengths from their own seed: the same with and without --page.
+                lens = torch.randint(sc // 4, sc - s_new + 1, (b,), dtype=torch.int32,
+                                     generator=torch.Generator().manual_seed(1000 * sc + b))
                 q = torch.randn(b, s_new, h, d, dtype=dt)
                 k_new, v_new = (torch.randn(b, s_new, hk, d, dtype=dt) for _ in range(2))
                 kc, vc = (torch.randn(b, sc, hk, d, dtype=dt) for _ in range(2))
@@ -65,7 +68,16 @@ def main():
                 mask = mask[:, None]  # [B, 1, new, S]
                 kn_t, vn_t = (t.transpose(1, 2).repeat_interleave(h // hk, dim=1) for t in (k_new, v_new))
 
+                paged = {}
+                if a.page:  # the same caches as shuffled blocks of a pool
+                    n = b * sc // a.page
+                    order = torch.randperm(n, generator=gen)
+                    pk, pv = (t.reshape(n, a.page, hk, d)[torch.argsort(order)].contiguous() for t in (kc, vc))
+                    paged = dict(block_table=order.view(b, sc // a.page).to(torch.int32))
+
                 def ours():
+                    if a.page:
+                        return flash_attn_with_kvcache(q, pk, pv, k_new, v_new, cache_seqlens=lens, causal=True, **paged)
                     return flash_attn_with_kvcache(q, kc, vc, k_new, v_new, cache_seqlens=lens, causal=True)
 
                 def peer():
@@ -81,7 +93,7 @@ def main():
                                       for i, n in enumerate(used.tolist())])
 
                 diff = (ours().float() - peer().transpose(1, 2).float()).abs().max().item()
-                row = {"dtype": name, "batch": b, "cache": sc, "new": s_new, "lens": lens.tolist(), "heads": h,
+                row = {"dtype": name, "batch": b, "cache": sc, "page": a.page, "new": s_new, "lens": lens.tolist(), "heads": h,
                        "kv_heads": hk, "hdim": d, "max_abs_diff": diff,
                        "ours_ms": timed(ours, a.warmup, a.repeats), "torch_ms": timed(peer, a.warmup, a.repeats)}
                 if s_new == 1:
