@@ -49,6 +49,7 @@ struct FwdParams {
   const int32_t* block_table = nullptr;  // [B, max_blocks]
   int64_t block_table_stride = 0;
   int64_t page_size = 0;
+  int64_t num_blocks = 0;  // blocks in the k and v pools
 
   float softmax_scale = 0.f;
   float softcap = 0.f;  // 0: off

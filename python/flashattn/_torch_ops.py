@@ -151,9 +151,14 @@ def _fwd_kvcache_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, k_new: Option
         return (_c(k_cache[:1]).expand(batch, -1, -1, -1), _c(v_cache[:1]).expand(batch, -1, -1, -1))
 
     kc, vc = caches(False)
-    table = _opt(block_table)
-    _C.fwd(_dl(q), _dl(kc), _dl(vc), _dl(out), _dl(lse), *args, seqused_k=_dl(used), block_table=table,
-           check_only=True)
+    try:
+        _C.fwd(_dl(q), _dl(kc), _dl(vc), _dl(out), _dl(lse), *args, seqused_k=_dl(used),
+               block_table=_opt(block_table), check_only=True)
+    except (ValueError, TypeError, NotImplementedError) as e:  # the library's k / v are the caches
+        name = getattr(e, "argument", None)
+        if name not in ("k", "v"):
+            raise
+        raise error(type(e), name + "_cache", str(e).split(": ", 2)[-1]) from None
     if k_new is not None:
         pos = cache_seqlens.long()[:, None] + torch.arange(s_new, device=q.device)
         if block_table is not None:  # block and row of each new key

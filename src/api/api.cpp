@@ -94,7 +94,8 @@ struct HostLengths {
     r.cu_seqlens_q = copy(p.cu_seqlens_q, p.batch + 1, cu_q);
     r.cu_seqlens_k = copy(p.cu_seqlens_k, p.batch + 1, cu_k);
     r.seqused_k = copy(p.seqused_k, p.batch, used);
-    if (p.block_table != nullptr) {  // rows made contiguous
+    if (p.block_table != nullptr) {  // checked again (run_forward may get any block), rows made contiguous
+      detail::check_block_table(r);
       const int64_t width = p.seqlen_k / p.page_size;
       table.resize(static_cast<size_t>(p.batch * width));
       for (int64_t b = 0; b < p.batch; ++b)
@@ -133,6 +134,9 @@ void run_backward(const BwdParams& params) {
   // With no query rows, dk and dv are zero; with no keys, dq is: the backends
   // write those zeros, so only an empty batch returns here.
   if (params.batch == 0 || params.heads_q == 0) return;
+  if (params.seqused_k != nullptr || params.block_table != nullptr)  // as make_bwd_params refuses them
+    throw Error(ErrorKind::unsupported, params.seqused_k ? "seqused_k" : "block_table",
+                "is a forward-only option");
   HostLengths lengths;
   const BwdParams p = lengths.own(params);
   switch (p.backend) {

@@ -163,7 +163,7 @@ Shapes check_qkvo(const TensorView& q, const TensorView& k, const TensorView& v,
     check_dim("out", out, 0, s.batch, "B", lo);
   }
   check_dim("k", k, o + 2, s.dqk, "Dqk, the head dim of q", lk);
-  check_dim("v", v, o, s.sk, packed ? "total_k" : "Sk", lv);
+  check_dim("v", v, o, s.sk, packed ? "total_k" : paged ? "page_size, as k's" : "Sk", lv);
   check_dim("v", v, o + 1, s.hkv, "Hkv", lv);
   check_dim("out", out, o, q.shape[o], packed ? "total_q" : "Sq", lo);
   check_dim("out", out, o + 1, s.hq, "Hq", lo);
@@ -328,27 +328,15 @@ void set_seqused_k(FwdParams& p, const Options& opt, const TensorView& q) {
   p.seqused_k = used;
 }
 
-// block_table (checked in check_qkvo): on the host, every block that holds a used key
-// is a block of the pool.
+// block_table (shapes checked in check_qkvo): on the host, the entries too.
 void set_block_table(FwdParams& p, const Options& opt, const TensorView& q, const TensorView& k) {
   if (!opt.block_table) return;
   const TensorView& t = *opt.block_table;
   p.block_table = static_cast<const int32_t*>(t.data);
   p.block_table_stride = t.stride[0];
   p.page_size = k.shape[1];
-  if (q.device.type != DeviceType::cpu) return;
-  const int64_t blocks = k.shape[0];
-  for (int64_t b = 0; b < p.batch; ++b) {
-    const int64_t used = p.seqused_k != nullptr ? p.seqused_k[b] : p.seqlen_k;
-    for (int64_t i = 0; i < (used + p.page_size - 1) / p.page_size; ++i) {
-      const int64_t e = p.block_table[b * p.block_table_stride + i];  // rows are contiguous (check_tensor)
-      if (e < 0 || e >= blocks)
-        fail(ErrorKind::value, "block_table",
-             "entry [" + std::to_string(b) + ", " + std::to_string(i) + "] is " + std::to_string(e) +
-                 ", outside [0, " + std::to_string(blocks) + "), the blocks of k and v, and sequence " +
-                 std::to_string(b) + " uses it");
-    }
-  }
+  p.num_blocks = k.shape[0];
+  if (q.device.type == DeviceType::cpu) check_block_table(p);
 }
 
 // Strides of a [B, S, H, D] or [total, H, D] tensor as (batch, row, head).
@@ -415,6 +403,25 @@ void set_lse(FwdParams& p, const TensorView& lse, bool packed) {
 }
 
 }  // namespace
+
+void check_block_table(const FwdParams& p) {
+  if (p.page_size <= 0 || p.page_size % 64 != 0 || p.seqlen_k % p.page_size != 0)
+    fail(ErrorKind::value, "k", "the page size (dim 1 of the paged k and v) must be a positive multiple of 64 "
+                                "that divides the keys a sequence holds, got " + std::to_string(p.page_size));
+  if (p.cu_seqlens_k != nullptr)
+    fail(ErrorKind::unsupported, "block_table", "paged keys and values take batched input, not packed");
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t used = p.seqused_k != nullptr ? std::clamp<int64_t>(p.seqused_k[b], 0, p.seqlen_k) : p.seqlen_k;
+    for (int64_t i = 0; i < (used + p.page_size - 1) / p.page_size; ++i) {
+      const int64_t e = p.block_table[b * p.block_table_stride + i];  // rows are contiguous (check_tensor)
+      if (e < 0 || e >= p.num_blocks)
+        fail(ErrorKind::value, "block_table",
+             "entry [" + std::to_string(b) + ", " + std::to_string(i) + "] is " + std::to_string(e) +
+                 ", outside [0, " + std::to_string(p.num_blocks) + "), the blocks of k and v, and sequence " +
+                 std::to_string(b) + " uses it");
+    }
+  }
+}
 
 FwdParams make_fwd_params(const TensorView& q, const TensorView& k, const TensorView& v,
                           const TensorView& out, const TensorView* lse, const Varlen* varlen,

@@ -64,3 +64,23 @@ def test_seqused_k_refused_with_its_name():
             flashattn.forward(q, kc, kc, seqused_k=bad, out=out)
         assert e.value.argument == "seqused_k"
         assert (out == 7.0).all()
+
+
+def test_forward_paged_equals_plain(rng):
+    """forward(block_table=) on a pool of shuffled 64-key blocks (NaN elsewhere) gives the
+    plain cache's result, without seqused_k (every key of the table) and with it."""
+    B, Sq, S, Hq, Hkv, D, page = 2, 3, 192, 4, 2, 16, 64
+    q = rng.standard_normal((B, Sq, Hq, D)).astype(np.float32)
+    kc, vc = (rng.standard_normal((B, S, Hkv, D)).astype(np.float32) for _ in range(2))
+    n = B * S // page
+    order = rng.permutation(n + 1)[:n]
+    pools = []
+    for c in (kc, vc):
+        pool = np.full((n + 1, page, Hkv, D), np.nan, np.float32)
+        pool[order] = c.reshape(n, page, Hkv, D)
+        pools.append(pool)
+    table = order.reshape(B, S // page).astype(np.int32)
+    for used in (None, np.array([70, 192], np.int32)):
+        want = flashattn.forward(q, kc, vc, causal=True, seqused_k=used)
+        got = flashattn.forward(q, *pools, causal=True, seqused_k=used, block_table=table)
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

@@ -103,7 +103,7 @@ def test_bf16_decode_steps_match_one_prefill(rng):
 
 
 REFUSALS = {  # name: (change to the valid call, exception, argument named)
-    "page_of_40": (lambda kw: kw.update(block_table=torch.zeros(3, 1, dtype=torch.int32)), ValueError, "k"),
+    "page_of_40": (lambda kw: kw.update(block_table=torch.zeros(3, 1, dtype=torch.int32)), ValueError, "k_cache"),
     "block_table_int64": (lambda kw: kw.update(block_table=torch.zeros(3, 1, dtype=torch.int64)), TypeError, "block_table"),
     "cache_leftpad": (lambda kw: kw.update(cache_leftpad=kw["cache_seqlens"]), NotImplementedError, "cache_leftpad"),
     "overflow": (lambda kw: kw.update(cache_seqlens=torch.tensor([1, 39, 3], dtype=torch.int32)), ValueError, "cache_seqlens"),
@@ -114,9 +114,9 @@ REFUSALS = {  # name: (change to the valid call, exception, argument named)
     "v_dtype": (lambda kw: kw.update(v=kw["v"].double()), TypeError, "v"),
     "no_seqlens": (lambda kw: kw.update(cache_seqlens=None), ValueError, "cache_seqlens"),
     # Refused by the library, still before any write.
-    "q_dtype": (lambda kw: kw.update(q=kw["q"].bfloat16()), TypeError, "k"),
-    "q_head_dim": (lambda kw: kw.update(q=kw["q"][..., :8]), ValueError, "k"),
-    "heads_not_multiple": (lambda kw: kw.update(q=kw["q"][:, :, :3]), ValueError, "k"),
+    "q_dtype": (lambda kw: kw.update(q=kw["q"].bfloat16()), TypeError, "k_cache"),
+    "q_head_dim": (lambda kw: kw.update(q=kw["q"][..., :8]), ValueError, "k_cache"),
+    "heads_not_multiple": (lambda kw: kw.update(q=kw["q"][:, :, :3]), ValueError, "k_cache"),
     "softcap": (lambda kw: kw.update(softcap=-1.0), ValueError, "softcap"),
     "scale_nan": (lambda kw: kw.update(softmax_scale=float("nan")), ValueError, "softmax_scale"),
     "window": (lambda kw: kw.update(window_size=(-5, 0)), ValueError, "window"),
@@ -238,9 +238,10 @@ def test_paged_refusal_writes_nothing(rng):
     q, kc, vc, k, v = _setup(rng, Sc=128)
     kp, vp, table = _paged(kc, vc, 64, rng)
     table[2, 1] = 99  # sequence 2's new keys would go to a block the pool lacks
-    kp0 = kp.clone()
+    kp0, vp0 = kp.clone(), vp.clone()
     with pytest.raises(ValueError) as e:
         flash_attn_with_kvcache(q, kp, vp, k, v, cache_seqlens=torch.tensor([1, 2, 70], dtype=torch.int32),
                                 block_table=table)
     assert e.value.argument == "block_table"
     assert torch.equal(kp.nan_to_num(7.0), kp0.nan_to_num(7.0))
+    assert torch.equal(vp.nan_to_num(7.0), vp0.nan_to_num(7.0))

@@ -131,6 +131,7 @@ TEST(KvCachePaged, SameAsTheBatchedCache) {
           .used({300, 129}),
       Case("paged_prefill_causal_alibi").batch(2).seq(100, 256).heads(2, 1).dims(32, 16).causal_mask()
           .slopes(Alibi::per_head).used({256, 130}),
+      Case("paged_every_key").batch(2).seq(2, 256).heads(4, 2).dims(32, 32).cap(5.f),  // no seqused_k
   };
   for (const Case& base : cases)
     for (DType dt : {DType::f32, DType::f16, DType::bf16})
