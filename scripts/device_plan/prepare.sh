@@ -20,13 +20,19 @@ export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}" CCACHE_BASEDIR="$PWD" CCA
 grep -qx '/.dev/' .git/info/exclude 2>/dev/null || echo '/.dev/' >> .git/info/exclude
 grep -qx '/.devc/' .git/info/exclude 2>/dev/null || echo '/.devc/' >> .git/info/exclude
 mkdir -p .dev .devc
+# whole BUILD_DIR VARIANT CMAKE_FLAGS...: a bf16 sm_90a build's tests and benchmark shim
+# into .dev/VARIANT.
+whole() {
+  local dir=$1 name=$2; shift 2
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real \
+    -DFLASHATTN_SM80_COMPACT_ARCHITECTURES=90a-real -DFLASHATTN_SM80_LARGE_ARCHITECTURES=90a-real \
+    -DFLASHATTN_CUDA_DTYPES=bf16 "$@" > /dev/null
+  ninja -C "$dir" flashattn_tests flashattn_bench_shim
+  rm -rf ".dev/$name" && mkdir -p ".dev/$name"
+  cp "$dir/tests/flashattn_tests" "$dir/bench/gpu/libflashattn_bench_shim.so" ".dev/$name/"
+}
 build=build-sm90-f
-cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real \
-  -DFLASHATTN_SM80_COMPACT_ARCHITECTURES=90a-real -DFLASHATTN_SM80_LARGE_ARCHITECTURES=90a-real \
-  -DFLASHATTN_CUDA_DTYPES=bf16 -DFLASHATTN_CUDA_HEAD_DIMS="64;128;192;256" -DFLASHATTN_SM90_BWD_DQ_APART=ON > /dev/null
-ninja -C $build flashattn_tests flashattn_bench_shim
-rm -rf .dev/f && mkdir -p .dev/f
-cp $build/tests/flashattn_tests $build/bench/gpu/libflashattn_bench_shim.so .dev/f/
+whole $build f -DFLASHATTN_CUDA_HEAD_DIMS="64;128;192;256" -DFLASHATTN_SM90_BWD_DQ_APART=ON
 for v in 1 2; do
   out=.dev/g; [ $v = 2 ] && out=.dev/g2
   rm -rf $out
@@ -37,13 +43,7 @@ rm -rf .dev/k2
 scripts/variant_build.sh $build .dev/k2 . sm90/instantiations/bwd_hdim128_bf16_sm90.cu -DFLASHATTN_SM90_BWD_ROW_REGS=1
 # kv: seqused_k on CUDA (-DFLASHATTN_CUDA_SEQUSED_K=ON; head dims 64 and 128, which
 # the KV-cache cases pad to), its tests and benchmark shim, for call14.sh.
-kvb=build-sm90-kv
-cmake -S . -B $kvb -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real \
-  -DFLASHATTN_SM80_COMPACT_ARCHITECTURES=90a-real -DFLASHATTN_SM80_LARGE_ARCHITECTURES=90a-real \
-  -DFLASHATTN_CUDA_DTYPES=bf16 -DFLASHATTN_CUDA_HEAD_DIMS="64;128" -DFLASHATTN_CUDA_SEQUSED_K=ON > /dev/null
-ninja -C $kvb flashattn_tests flashattn_bench_shim
-rm -rf .dev/kv && mkdir -p .dev/kv
-cp $kvb/tests/flashattn_tests $kvb/bench/gpu/libflashattn_bench_shim.so .dev/kv/
+whole build-sm90-kv kv -DFLASHATTN_CUDA_HEAD_DIMS="64;128" -DFLASHATTN_CUDA_SEQUSED_K=ON
 (cd .dev && for v in f g g2 k2 kv; do tar -cf - $v | xz -T2 -6 > ../.devc/$v.tar.xz; done)
 cp $here/lib.sh $here/call11.sh $here/call12.sh $here/call13.sh $here/call14.sh .devc/
 du -sh .devc
