@@ -39,17 +39,6 @@ struct FwdParams {
   const int32_t* cu_seqlens_q = nullptr;  // [B+1]
   const int32_t* cu_seqlens_k = nullptr;  // [B+1]
   int64_t total_q = 0, total_k = 0;
-  // Keys in use (forward only): sequence b reads only its first seqused_k[b] key rows,
-  // a KV cache filled to there; null: all of them. Batched or packed.
-  const int32_t* seqused_k = nullptr;  // [B]
-  // Paged keys and values (forward only, batched): k and v are pools [num_blocks,
-  // page_size, Hkv, D], and key j of sequence b sits in block
-  // block_table[b * block_table_stride + j / page_size], row j % page_size (the batch
-  // strides of k and v step blocks). seqlen_k is max_blocks * page_size. Null: not paged.
-  const int32_t* block_table = nullptr;  // [B, max_blocks]
-  int64_t block_table_stride = 0;
-  int64_t page_size = 0;
-  int64_t num_blocks = 0;  // blocks in the k and v pools
 
   float softmax_scale = 0.f;
   float softcap = 0.f;  // 0: off

@@ -6,9 +6,8 @@
 #   g: f with the dQ-apart key-block kernel's back-to-back issue (v38,
 #      -DFLASHATTN_SM90_BWD_APART_B2B=1) in its hd192 / hd256 units (.devc/g.tar.xz);
 #   g2: the same with =2 (v39: also the step's LSE / d_i read into registers early);
-#   k2: f with the hd128 unit built with -DFLASHATTN_SM90_BWD_ROW_REGS=1 (v40);
-#   kv: a build with -DFLASHATTN_CUDA_SEQUSED_K=ON (head dims 64, 128): seqused_k on CUDA.
-# Then call11.sh (v38 / v39), call13.sh (v40), call14.sh (kv) and call12.sh (the grid on f) run from
+#   k2: f with the hd128 unit built with -DFLASHATTN_SM90_BWD_ROW_REGS=1 (v40).
+# Then call11.sh (v38 / v39), call13.sh (v40) and call12.sh (the grid on f) run from
 # .devc/. call1.sh - call10.sh are the calls sessions 36 and 37 ran; they read builds
 # this script no longer makes, and stay as the record of those runs.
 # About 15 minutes on 2 cores with a cold compiler cache, 4-5 with a warm one.
@@ -41,9 +40,6 @@ for v in 1 2; do
 done
 rm -rf .dev/k2
 scripts/variant_build.sh $build .dev/k2 . sm90/instantiations/bwd_hdim128_bf16_sm90.cu -DFLASHATTN_SM90_BWD_ROW_REGS=1
-# kv: seqused_k on CUDA (-DFLASHATTN_CUDA_SEQUSED_K=ON; head dims 64 and 128, which
-# the KV-cache cases pad to), its tests and benchmark shim, for call14.sh.
-whole build-sm90-kv kv -DFLASHATTN_CUDA_HEAD_DIMS="64;128" -DFLASHATTN_CUDA_SEQUSED_K=ON
-(cd .dev && for v in f g g2 k2 kv; do tar -cf - $v | xz -T2 -6 > ../.devc/$v.tar.xz; done)
-cp $here/lib.sh $here/call11.sh $here/call12.sh $here/call13.sh $here/call14.sh .devc/
+(cd .dev && for v in f g g2 k2; do tar -cf - $v | xz -T2 -6 > ../.devc/$v.tar.xz; done)
+cp $here/lib.sh $here/call11.sh $here/call12.sh $here/call13.sh .devc/
 du -sh .devc

@@ -76,45 +76,57 @@ void check_backend(const FwdParams& p, bool backward) {
   }
 }
 
+// A KV cache (seqused_k, block_table) runs on the host backends only: its lengths and
+// blocks stay out of FwdParams, which every CUDA kernel includes.
+void check_backend(const detail::HostFwdParams& p) {
+  if (p.backend == Backend::cuda && p.kv.any())
+    throw Error(ErrorKind::unsupported, p.kv.seqused_k != nullptr ? "seqused_k" : "block_table",
+                "is not supported on the cuda backend yet (KV caches run on the CPU backends)");
+  check_backend(static_cast<const FwdParams&>(p), false);
+}
+
 // The per-sequence length arrays of a host call, copied once validated: the backends
 // read them again while they write out / dq..., which may share their memory (a
 // seqused_k inside out crashed the CPU forward when its values changed mid-call).
 struct HostLengths {
   std::vector<int32_t> cu_q, cu_k, used, table;
 
+  const int32_t* copy(const int32_t* src, int64_t n, std::vector<int32_t>& dst) {
+    if (src == nullptr) return nullptr;
+    dst.assign(src, src + n);
+    return dst.data();
+  }
   template <typename P>
   P own(const P& p) {
     P r = p;
+    if (p.device.type == DeviceType::cpu) {
+      r.cu_seqlens_q = copy(p.cu_seqlens_q, p.batch + 1, cu_q);
+      r.cu_seqlens_k = copy(p.cu_seqlens_k, p.batch + 1, cu_k);
+    }
+    return r;
+  }
+  detail::HostFwdParams own(const detail::HostFwdParams& p) {
+    detail::HostFwdParams r = own<detail::HostFwdParams>(p);
     if (p.device.type != DeviceType::cpu) return r;
-    auto copy = [&](const int32_t* src, int64_t n, std::vector<int32_t>& dst) -> const int32_t* {
-      if (src == nullptr) return nullptr;
-      dst.assign(src, src + n);
-      return dst.data();
-    };
-    r.cu_seqlens_q = copy(p.cu_seqlens_q, p.batch + 1, cu_q);
-    r.cu_seqlens_k = copy(p.cu_seqlens_k, p.batch + 1, cu_k);
-    r.seqused_k = copy(p.seqused_k, p.batch, used);
-    if (p.block_table != nullptr) {  // checked again (run_forward may get any block), rows made contiguous
-      detail::check_block_table(r);
-      const int64_t width = p.seqlen_k / p.page_size;
+    r.kv.seqused_k = copy(p.kv.seqused_k, p.batch, used);
+    if (p.kv.block_table != nullptr) {  // rows made contiguous
+      const int64_t width = p.seqlen_k / p.kv.page_size;
       table.resize(static_cast<size_t>(p.batch * width));
       for (int64_t b = 0; b < p.batch; ++b)
-        std::copy(p.block_table + b * p.block_table_stride, p.block_table + b * p.block_table_stride + width,
-                  table.begin() + b * width);
-      r.block_table = table.data();
-      r.block_table_stride = width;
+        std::copy(p.kv.block_table + b * p.kv.block_table_stride,
+                  p.kv.block_table + b * p.kv.block_table_stride + width, table.begin() + b * width);
+      r.kv.block_table = table.data();
+      r.kv.block_table_stride = width;
     }
     return r;
   }
 };
 
-}  // namespace
-
-void run_forward(const FwdParams& params) {
-  check_backend(params, false);
+void run_host_params(const detail::HostFwdParams& params) {
+  check_backend(params);
   if (params.batch == 0 || params.heads_q == 0 || params.seqlen_q == 0) return;  // nothing to compute
   HostLengths lengths;
-  const FwdParams p = lengths.own(params);
+  const detail::HostFwdParams p = lengths.own(params);
   switch (p.backend) {
     case Backend::reference: return detail::reference_forward(p);
     case Backend::cpu: return detail::cpu_forward(p);
@@ -129,14 +141,19 @@ void run_forward(const FwdParams& params) {
   throw Error(ErrorKind::value, "backend", "was not resolved");
 }
 
+}  // namespace
+
+void run_forward(const FwdParams& params) {
+  detail::HostFwdParams p;  // no KV cache through a bare parameter block
+  static_cast<FwdParams&>(p) = params;
+  run_host_params(p);
+}
+
 void run_backward(const BwdParams& params) {
   check_backend(params, true);
   // With no query rows, dk and dv are zero; with no keys, dq is: the backends
   // write those zeros, so only an empty batch returns here.
   if (params.batch == 0 || params.heads_q == 0) return;
-  if (params.seqused_k != nullptr || params.block_table != nullptr)  // as make_bwd_params refuses them
-    throw Error(ErrorKind::unsupported, params.seqused_k ? "seqused_k" : "block_table",
-                "is a forward-only option");
   HostLengths lengths;
   const BwdParams p = lengths.own(params);
   switch (p.backend) {
@@ -155,19 +172,19 @@ void run_backward(const BwdParams& params) {
 
 void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
              const TensorView* lse, const Options& options) {
-  run_forward(detail::make_fwd_params(q, k, v, out, lse, nullptr, options));
+  run_host_params(detail::make_fwd_params(q, k, v, out, lse, nullptr, options));
 }
 
 void forward_varlen(const TensorView& q, const TensorView& k, const TensorView& v,
                     const TensorView& out, const TensorView* lse, const Varlen& varlen,
                     const Options& options) {
-  run_forward(detail::make_fwd_params(q, k, v, out, lse, &varlen, options));
+  run_host_params(detail::make_fwd_params(q, k, v, out, lse, &varlen, options));
 }
 
 void validate_forward(const TensorView& q, const TensorView& k, const TensorView& v,
                       const TensorView& out, const TensorView* lse, const Varlen* varlen,
                       const Options& options) {
-  check_backend(detail::make_fwd_params(q, k, v, out, lse, varlen, options), false);
+  check_backend(detail::make_fwd_params(q, k, v, out, lse, varlen, options));
 }
 
 void backward(const TensorView& dout, const TensorView& q, const TensorView& k,

@@ -306,7 +306,7 @@ void fill_options(FwdParams& p, const Options& opt, const Shapes& s, const Tenso
 
 // seqused_k: int32 [B], contiguous, on q's device; on the host each entry within its
 // sequence's key rows (Sk batched, cu_seqlens_k[b+1] - cu_seqlens_k[b] packed).
-void set_seqused_k(FwdParams& p, const Options& opt, const TensorView& q) {
+void set_seqused_k(HostFwdParams& p, const Options& opt, const TensorView& q) {
   if (!opt.seqused_k) return;
   const TensorView& u = *opt.seqused_k;
   check_tensor("seqused_k", u, 1, "[B]");
@@ -325,17 +325,17 @@ void set_seqused_k(FwdParams& p, const Options& opt, const TensorView& q) {
                  ", outside [0, " + std::to_string(rows) + "], the key rows of sequence " +
                  std::to_string(b));
     }
-  p.seqused_k = used;
+  p.kv.seqused_k = used;
 }
 
 // block_table (shapes checked in check_qkvo): on the host, the entries too.
-void set_block_table(FwdParams& p, const Options& opt, const TensorView& q, const TensorView& k) {
+void set_block_table(HostFwdParams& p, const Options& opt, const TensorView& q, const TensorView& k) {
   if (!opt.block_table) return;
   const TensorView& t = *opt.block_table;
-  p.block_table = static_cast<const int32_t*>(t.data);
-  p.block_table_stride = t.stride[0];
-  p.page_size = k.shape[1];
-  p.num_blocks = k.shape[0];
+  p.kv.block_table = static_cast<const int32_t*>(t.data);
+  p.kv.block_table_stride = t.stride[0];
+  p.kv.page_size = k.shape[1];
+  p.kv.num_blocks = k.shape[0];
   if (q.device.type == DeviceType::cpu) check_block_table(p);
 }
 
@@ -386,8 +386,6 @@ FwdParams fill_common(const TensorView& q, const TensorView& k, const TensorView
            "must be contiguous");
   }
   fill_options(p, options, s, q);
-  set_seqused_k(p, options, q);
-  set_block_table(p, options, q, k);
   return p;
 }
 
@@ -404,30 +402,34 @@ void set_lse(FwdParams& p, const TensorView& lse, bool packed) {
 
 }  // namespace
 
-void check_block_table(const FwdParams& p) {
-  if (p.page_size <= 0 || p.page_size % 64 != 0 || p.seqlen_k % p.page_size != 0)
+void check_block_table(const HostFwdParams& p) {
+  const KvCache& kv = p.kv;
+  if (kv.page_size <= 0 || kv.page_size % 64 != 0 || p.seqlen_k % kv.page_size != 0)
     fail(ErrorKind::value, "k", "the page size (dim 1 of the paged k and v) must be a positive multiple of 64 "
-                                "that divides the keys a sequence holds, got " + std::to_string(p.page_size));
+                                "that divides the keys a sequence holds, got " + std::to_string(kv.page_size));
   if (p.cu_seqlens_k != nullptr)
     fail(ErrorKind::unsupported, "block_table", "paged keys and values take batched input, not packed");
   for (int64_t b = 0; b < p.batch; ++b) {
-    const int64_t used = p.seqused_k != nullptr ? std::clamp<int64_t>(p.seqused_k[b], 0, p.seqlen_k) : p.seqlen_k;
-    for (int64_t i = 0; i < (used + p.page_size - 1) / p.page_size; ++i) {
-      const int64_t e = p.block_table[b * p.block_table_stride + i];  // rows are contiguous (check_tensor)
-      if (e < 0 || e >= p.num_blocks)
+    const int64_t used = kv.seqused_k != nullptr ? std::clamp<int64_t>(kv.seqused_k[b], 0, p.seqlen_k) : p.seqlen_k;
+    for (int64_t i = 0; i < (used + kv.page_size - 1) / kv.page_size; ++i) {
+      const int64_t e = kv.block_table[b * kv.block_table_stride + i];  // rows are contiguous (check_tensor)
+      if (e < 0 || e >= kv.num_blocks)
         fail(ErrorKind::value, "block_table",
              "entry [" + std::to_string(b) + ", " + std::to_string(i) + "] is " + std::to_string(e) +
-                 ", outside [0, " + std::to_string(p.num_blocks) + "), the blocks of k and v, and sequence " +
+                 ", outside [0, " + std::to_string(kv.num_blocks) + "), the blocks of k and v, and sequence " +
                  std::to_string(b) + " uses it");
     }
   }
 }
 
-FwdParams make_fwd_params(const TensorView& q, const TensorView& k, const TensorView& v,
-                          const TensorView& out, const TensorView* lse, const Varlen* varlen,
-                          const Options& options) {
+HostFwdParams make_fwd_params(const TensorView& q, const TensorView& k, const TensorView& v,
+                              const TensorView& out, const TensorView* lse, const Varlen* varlen,
+                              const Options& options) {
   Shapes s;
-  FwdParams p = fill_common(q, k, v, out, varlen, options, s);
+  HostFwdParams p;
+  static_cast<FwdParams&>(p) = fill_common(q, k, v, out, varlen, options, s);
+  set_seqused_k(p, options, q);
+  set_block_table(p, options, q, k);
   if (lse != nullptr && lse->defined()) {
     check_lse("lse", *lse, s, q, varlen != nullptr);
     check_non_overlapping("lse", *lse);

@@ -2,16 +2,17 @@
 // refuses what the backend cannot run (before any work), `*_forward/backward` run.
 #pragma once
 
+#include "backends/host_params.h"
 #include "flashattn/params.h"
 
 namespace flashattn::detail {
 
 // Float64 oracle: materialises the score matrix of one (batch, head) at a time.
-void reference_forward(const FwdParams& p);
+void reference_forward(const HostFwdParams& p);
 void reference_backward(const BwdParams& p);
 
 // Tiled CPU flash backend (OpenMP).
-void cpu_forward(const FwdParams& p);
+void cpu_forward(const HostFwdParams& p);
 void cpu_backward(const BwdParams& p);
 
 #if defined(FLASHATTN_WITH_CUDA)

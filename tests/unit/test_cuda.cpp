@@ -85,8 +85,8 @@ TEST_P(CudaForward, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Features, CudaForward, ::testing::ValuesIn(on_cuda(low_precision(feature_cases()))), CaseParamName());
 
-// seqused_k (a KV cache filled to a length per sequence): the cases run where the build
-// takes it on cuda (-DFLASHATTN_CUDA_SEQUSED_K=ON) and skip where cuda_check refuses it.
+// seqused_k (a KV cache filled to a length per sequence): the cases run once the CUDA
+// backend takes it, and skip while it refuses it.
 bool cuda_takes_seqused() {
   static const bool takes = [] {
     Problem p = make_problem(Case("probe").batch(1).seq(1, 8).heads(1, 1).dims(64, 64).type(DType::bf16).used({8}));

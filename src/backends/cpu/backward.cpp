@@ -69,7 +69,7 @@ constexpr int64_t kMaxChains = 4;
 constexpr int64_t kTailShare = 8;
 
 // Row index into the per-row vector d (same layout as a contiguous LSE).
-inline int64_t row_slot(const FwdParams& p, const SeqLen& sl, int64_t b, int64_t h, int64_t i) {
+inline int64_t row_slot(const FwdParams& p, const HostSeqLen& sl, int64_t b, int64_t h, int64_t i) {
   return p.is_varlen() ? h * p.total_q + sl.q_offset + i : (b * p.heads_q + h) * p.seqlen_q + i;
 }
 
@@ -264,7 +264,7 @@ struct Backward {
 
   // Loads lse and d for rows [r0, r0+nr). A row that saw no key has lse = -inf;
   // +inf makes every p of it exp(-inf) = 0 instead of exp(-inf - -inf) = NaN.
-  void load_row_stats(const SeqLen& sl, int64_t b, int64_t h, int64_t r0, int64_t nr,
+  void load_row_stats(const HostSeqLen& sl, int64_t b, int64_t h, int64_t r0, int64_t nr,
                       Scratch& w) const {
     for (int64_t r = 0; r < nr; ++r) {
       const float l = p.lse[sl.lse_index(p, b, h, r0 + r)];
@@ -275,7 +275,7 @@ struct Backward {
 
   // Pass 0: d_i = dO_i . O_i.
   void row_dots(int64_t b, int64_t h, int64_t qt, Scratch& w) {
-    const SeqLen sl(p, b);
+    const HostSeqLen sl(p, b);
     const int64_t r0 = qt * kBlockQ;
     if (r0 >= sl.seqlen_q) return;
     const int64_t nr = std::min(kBlockQ, sl.seqlen_q - r0), dv = p.head_dim_v;
@@ -291,7 +291,7 @@ struct Backward {
   // zero-padded), with NaN/inf stored as 0: they are added back separately so
   // they reach only the rows that see their key (pack.h).
   // Split: [dqk_p][3 kLd], each row's keys as [hi | hi | lo] over 3 mc columns.
-  bool load_kt(const SeqLen& sl, int64_t b, int64_t hk, int64_t c0, int64_t nc, int64_t mc, PT* kt,
+  bool load_kt(const HostSeqLen& sl, int64_t b, int64_t hk, int64_t c0, int64_t nc, int64_t mc, PT* kt,
                Scratch& w) const {
     const int64_t dqk = p.head_dim_qk, dqk_p = padded<PT>(dqk), ld = kLd * kSegsKt<kSplit>;
     std::fill(kt, kt + dqk_p * ld, PT{});
@@ -317,7 +317,7 @@ struct Backward {
   }
 
   // The key tiles of group g of sequence sl (none past its end).
-  GroupPlan plan_group(const SeqLen& sl, const Mask& mask, int64_t g) const {
+  GroupPlan plan_group(const HostSeqLen& sl, const Mask& mask, int64_t g) const {
     GroupPlan pl;
     for (int64_t kt = group_first_tile(g); pl.n < tiles_of_group(g) && kt * kBlockK < sl.seqlen_k; ++kt) {
       KeyTile& t = pl.t[pl.n++];
@@ -337,7 +337,7 @@ struct Backward {
 
   // The last group of g's chain before g that adds to query tile qt's dQ^T
   // (-1: none).
-  int32_t prev_group(const SeqLen& sl, const Mask& mask, int64_t g, int64_t qt) const {
+  int32_t prev_group(const HostSeqLen& sl, const Mask& mask, int64_t g, int64_t qt) const {
     const int64_t c = chain_of(g);
     for (int64_t gp = g - 1; gp >= 0;) {
       const int64_t r = run_of(gp);
@@ -361,7 +361,7 @@ struct Backward {
   // Pass 1: dK, dV of the key groups of run r of kv head hk, and their share
   // of dQ for every query head of the group.
   void key_item(int64_t b, int64_t hk, int64_t r, Scratch& w) const {
-    const SeqLen sl(p, b);
+    const HostSeqLen sl(p, b);
     for (int64_t g = run_first(r); g < run_end(r) && group_first_tile(g) * kBlockK < sl.seqlen_k; ++g)
       key_group(sl, b, hk, g, w);
   }
@@ -371,7 +371,7 @@ struct Backward {
   // kept 16 threads from scaling), while the group's K, V and dK, dV stay in L2.
   // dK/dV sum by head, then query tile, then key tile order; dQ^T by key tile
   // within its chain: the bits do not depend on the threads.
-  void key_group(const SeqLen& sl, int64_t b, int64_t hk, int64_t g, Scratch& w) const {
+  void key_group(const HostSeqLen& sl, int64_t b, int64_t hk, int64_t g, Scratch& w) const {
     const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v;
     const int64_t dqk_p = padded<PT>(dqk), dv_p = padded<PT>(dv);
     const Mask mask(sl.seqlen_q, sl.seqlen_k, p.window_left, p.window_right);
@@ -469,7 +469,7 @@ struct Backward {
   }
 
   // The five products of query tile qt of head h and key tile t (group slot i).
-  void key_pair(const ScoreContext& ctx, const SeqLen& sl, int64_t b, int64_t h, int64_t hk, int64_t qt,
+  void key_pair(const ScoreContext& ctx, const HostSeqLen& sl, int64_t b, int64_t h, int64_t hk, int64_t qt,
                 const KeyTile& t, int64_t i, float* dq_cols, Scratch& w) const {
     const int64_t c0 = t.c0, nc = t.nc, mc = t.mc;
     const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v;
@@ -549,7 +549,7 @@ struct Backward {
   }
 
   // dQ^T[c][i] += dS^T[j][i] * k[j][c] for the non-finite k[j][c] and dS^T != 0.
-  void add_nonfinite_kt(const SeqLen& sl, int64_t b, int64_t hk, int64_t c0, int64_t nc, int64_t nr,
+  void add_nonfinite_kt(const HostSeqLen& sl, int64_t b, int64_t hk, int64_t c0, int64_t nc, int64_t nr,
                         const float* dst, float* dq_cols, Scratch& w) const {
     const int64_t dqk = p.head_dim_qk;
     for (int64_t j = 0; j < nc; ++j) {
@@ -567,7 +567,7 @@ struct Backward {
   // Pass 2: dQ of query rows [r0, r0+nr) of head h: its dQ^T block (0 where no
   // key is seen), transposed.
   void store_dq(int64_t b, int64_t h, int64_t qt, Scratch& w) const {
-    const SeqLen sl(p, b);
+    const HostSeqLen sl(p, b);
     const int64_t r0 = qt * kBlockQ;
     if (r0 >= sl.seqlen_q) return;
     const int64_t nr = std::min(kBlockQ, sl.seqlen_q - r0), dqk = p.head_dim_qk;

@@ -70,7 +70,7 @@ struct Decode {
   static constexpr bool kBf16 = kBf16Products;
   static constexpr bool kWiden = !std::is_same_v<Elem, F32> && !kBf16;
   using Storage = typename Elem::storage;
-  const FwdParams& p;
+  const HostFwdParams& p;
   const Kernels& k;  // row operations (the active level)
   const Kernels& g;  // products: AVX512-BF16 for bf16 (any M, K even), else the active level
   DropoutRng rng;
@@ -82,7 +82,7 @@ struct Decode {
   float* parts = nullptr;
   int64_t split = kSplitKeys;
 
-  Decode(const FwdParams& params, const Kernels& kern, const Kernels& gemm, int64_t rows)
+  Decode(const HostFwdParams& params, const Kernels& kern, const Kernels& gemm, int64_t rows)
       : p(params),
         k(kern),
         g(gemm),
@@ -104,7 +104,7 @@ struct Decode {
   void plan(int nt) {
     std::vector<int64_t> lo(static_cast<size_t>(p.batch)), hi(static_cast<size_t>(p.batch));
     for (int64_t b = 0; b < p.batch; ++b) {
-      const SeqLen sl(p, b);
+      const HostSeqLen sl(p, b);
       if (sl.seqlen_q == 0) continue;
       const Mask mask(sl.seqlen_q, sl.seqlen_k, p.window_left, p.window_right);
       lo[static_cast<size_t>(b)] = mask.col_begin(0);
@@ -113,7 +113,7 @@ struct Decode {
     auto count = [&](int64_t size) {
       int64_t n = 0;
       for (int64_t b = 0; b < p.batch; ++b)
-        if (SeqLen(p, b).seqlen_q > 0) n += splits_of(lo[static_cast<size_t>(b)], hi[static_cast<size_t>(b)], size);
+        if (HostSeqLen(p, b).seqlen_q > 0) n += splits_of(lo[static_cast<size_t>(b)], hi[static_cast<size_t>(b)], size);
       return n * p.heads_kv;
     };
     while (split > kMinSplitKeys && count(split) < kMinItems) split /= 2;
@@ -122,7 +122,7 @@ struct Decode {
     first_item.assign(static_cast<size_t>(p.batch), 0);
     n_splits.assign(static_cast<size_t>(p.batch), 0);
     for (int64_t b = 0; b < p.batch; ++b) {
-      const SeqLen sl(p, b);
+      const HostSeqLen sl(p, b);
       first_item[static_cast<size_t>(b)] = static_cast<int64_t>(items.size());
       if (sl.seqlen_q == 0) continue;
       const int64_t rows = G * sl.seqlen_q, l = lo[static_cast<size_t>(b)], h = hi[static_cast<size_t>(b)];
@@ -210,7 +210,7 @@ struct Decode {
   };
 
   // Query row c of the item: head hk * G + c / sq, row c % sq of the sequence.
-  void load_queries(const SeqLen& sl, int64_t b, int64_t hk, int64_t rows, Head& w) const {
+  void load_queries(const HostSeqLen& sl, int64_t b, int64_t hk, int64_t rows, Head& w) const {
     const int64_t sq = sl.seqlen_q;
     if constexpr (kBf16) std::fill(w.qt16.begin(), w.qt16.end(), uint16_t{0});
     for (int64_t c = 0; c < rows; ++c) {
@@ -224,7 +224,7 @@ struct Decode {
   }
 
   void work(const Work& wk, Scratch& w) {
-    const SeqLen sl(p, wk.b);
+    const HostSeqLen sl(p, wk.b);
     const int64_t sq = sl.seqlen_q, rows = G * sq, ld = kBf16 ? (rows + 15) / 16 * 16 : rows;
     const int64_t nh = wk.hk1 - wk.hk0;
     const Item& first = item_of(wk, wk.hk0);  // every head of the work has its keys
@@ -242,7 +242,7 @@ struct Decode {
       const bool general = p.softcap > 0.f || p.alibi_slopes != nullptr;
       // Paged keys: tiles end at multiples of 64, so none spans two blocks (pages are
       // multiples of 64 keys); otherwise they start where the item does.
-      const bool paged = p.block_table != nullptr;
+      const bool paged = p.kv.block_table != nullptr;
       for (int64_t j0 = first.k0, nk = 0; j0 < first.k1; j0 += nk) {
         nk = std::min(paged ? kTileKeys - j0 % kTileKeys : kTileKeys, first.k1 - j0);
         const bool full = ctx[0].mask.tile_full(0, sq, j0, j0 + nk);
@@ -268,7 +268,7 @@ struct Decode {
     return (std::is_same_v<Elem, F16> ? k.f16_to_f32 : k.bf16_to_f32)(x, ldx, rows, cols, y, ldy);
   }
 
-  void tile(const SeqLen& sl, const Item& it, int64_t j0, int64_t nk, int64_t rows, int64_t ld, bool modify,
+  void tile(const HostSeqLen& sl, const Item& it, int64_t j0, int64_t nk, int64_t rows, int64_t ld, bool modify,
             const ScoreContext* ctx, Scratch& w, Head& st) const {
     const int64_t sq = sl.seqlen_q;
     float* s = w.s.data();
@@ -386,7 +386,7 @@ struct Decode {
   // split order; o is a scratch row of dv floats.
   void merge(int64_t i0, int64_t i1, float* o) const {
     const Item& head = items[static_cast<size_t>(i0)];
-    const SeqLen sl(p, head.b);
+    const HostSeqLen sl(p, head.b);
     const Mask mask(sl.seqlen_q, sl.seqlen_k, p.window_left, p.window_right);
     const int64_t sq = sl.seqlen_q;
     for (int64_t c = 0; c < G * sq; ++c) {
@@ -430,12 +430,12 @@ struct Decode {
 }  // namespace
 }  // namespace cpu
 
-bool cpu_forward_decode(const FwdParams& p) {
+bool cpu_forward_decode(const HostFwdParams& p) {
   if (p.heads_kv <= 0) return false;
   // The longest sequence's own length, not max_seqlen_q: a filled parameter
   // block (run_forward) is not validated, and the scratch holds kMaxRows.
   int64_t sq = 0;
-  for (int64_t b = 0; b < p.batch; ++b) sq = std::max(sq, SeqLen(p, b).seqlen_q);
+  for (int64_t b = 0; b < p.batch; ++b) sq = std::max(sq, HostSeqLen(p, b).seqlen_q);
   const int64_t rows = p.group_size() * sq;
   if (rows > cpu::kMaxRows) return false;
   const cpu::Kernels& k = cpu::active_kernels();

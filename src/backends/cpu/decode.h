@@ -2,13 +2,13 @@
 // rows per kv head, K and V read in place, keys split across threads.
 #pragma once
 
-#include "flashattn/params.h"
+#include "backends/host_params.h"
 
 namespace flashattn::detail {
 
 // Runs the forward and returns true when the call has a decoding shape (at
 // most 64 query rows per kv head, any dtype); false, having done nothing,
 // otherwise.
-bool cpu_forward_decode(const FwdParams& p);
+bool cpu_forward_decode(const HostFwdParams& p);
 
 }  // namespace flashattn::detail

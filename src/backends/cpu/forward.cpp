@@ -82,14 +82,14 @@ template <typename Elem, typename PT, bool kSplit = false>
 struct Forward {
   static constexpr bool kBf16 = sizeof(PT) == 2;
   static_assert(!kSplit || (kBf16 && std::is_same_v<Elem, F16>), "the split pipeline is fp16 on bf16 products");
-  const FwdParams& p;
+  const HostFwdParams& p;
   const Kernels& k;
   DropoutRng rng;
   HeadView qv, kv, vv;
   Packed<PT> kt, vn;  // K transposed (B of S = Q K^T), V natural (B of P V)
   std::vector<FwdItem> items;
 
-  Forward(const FwdParams& params, const Kernels& kern)
+  Forward(const HostFwdParams& params, const Kernels& kern)
       : p(params),
         k(kern),
         rng(p.dropout_p > 0.f ? DropoutRng::make(p.seed, p.offset, p.dropout_p) : DropoutRng{}),
@@ -154,7 +154,7 @@ struct Forward {
   }
 
   void tile(int64_t b, int64_t h, int64_t r0, int64_t block_q, FwdScratch<PT, kSplit>& w) const {
-    const SeqLen sl(p, b);
+    const HostSeqLen sl(p, b);
     if (r0 >= sl.seqlen_q) return;
     const int64_t nr = std::min(block_q, sl.seqlen_q - r0), mr = padded<PT>(nr);
     const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v, hk = h / p.group_size();
@@ -271,7 +271,7 @@ struct Forward {
 }  // namespace
 }  // namespace cpu
 
-void cpu_forward(const FwdParams& p) {
+void cpu_forward(const HostFwdParams& p) {
   if (cpu_forward_decode(p)) return;  // few query rows per kv head (decode.h)
   const cpu::Kernels& k = cpu::active_kernels();
   with_elem(p.dtype, [&](auto e) {

@@ -126,10 +126,11 @@ inline void split_row(const Kernels& k, const uint16_t* x, int64_t dim, int64_t 
   }
 }
 
-// Sizes the pack for the q side (queries) or k side (keys) of p. Call before
-// the parallel region; fill it with pack_tile from inside.
-template <typename PT>
-void plan_pack(Packed<PT>& pk, const FwdParams& p, bool q_side, int64_t heads, int64_t dim,
+// Sizes the pack for the q side (queries) or k side (keys) of p (FwdParams, or
+// HostFwdParams with a KV cache). Call before the parallel region; fill it with
+// pack_tile from inside.
+template <typename PT, typename P>
+void plan_pack(Packed<PT>& pk, const P& p, bool q_side, int64_t heads, int64_t dim,
                PackKind kind, int64_t segs = 1, const Kernels* split_kernels = nullptr) {
   pk.kind = kind;
   pk.heads = heads;
@@ -139,7 +140,7 @@ void plan_pack(Packed<PT>& pk, const FwdParams& p, bool q_side, int64_t heads, i
   pk.tile_elems = kPackRows * pk.width();
   pk.tile0.assign(static_cast<size_t>(p.batch + 1), 0);
   for (int64_t b = 0; b < p.batch; ++b) {
-    const SeqLen sl(p, b);
+    const HostSeqLen sl(p, b);
     pk.tile0[b + 1] = pk.tile0[b] + ceil_div(q_side ? sl.seqlen_q : sl.seqlen_k, kPackRows);
   }
   pk.tiles = pk.tile0[p.batch];
@@ -151,7 +152,7 @@ void plan_pack(Packed<PT>& pk, const FwdParams& p, bool q_side, int64_t heads, i
 // (segs / 2 + 1) * padded(dim)) floats. Rows are read in their stored type; a bf16
 // row packed as bf16 is only moved.
 template <typename Elem, typename PT>
-void pack_tile(Packed<PT>& pk, const HeadView& src, const SeqLen& sl, bool q_side, int64_t b,
+void pack_tile(Packed<PT>& pk, const HeadView& src, const HostSeqLen& sl, bool q_side, int64_t b,
                int64_t h, int64_t t, float* row) {
   using S = typename Elem::storage;
   constexpr bool kRaw = sizeof(PT) == 2 && std::is_same_v<Elem, BF16>;  // bf16 -> bf16: no conversion
@@ -232,7 +233,7 @@ void pack_tile(Packed<PT>& pk, const HeadView& src, const SeqLen& sl, bool q_sid
 // An A operand: rows [row0, row0 + rows) of one head copied to dst
 // ([padded(rows)][ld], row-major), zero-padded to `rows_p` rows and `ld` columns.
 template <typename Elem, typename PT>
-void load_a_tile(const HeadView& src, const SeqLen& sl, bool q_side, int64_t b, int64_t h,
+void load_a_tile(const HeadView& src, const HostSeqLen& sl, bool q_side, int64_t b, int64_t h,
                  int64_t row0, int64_t rows, int64_t rows_p, int64_t dim, int64_t ld, PT* dst,
                  float* row) {
   for (int64_t r = 0; r < rows_p; ++r) {
@@ -252,7 +253,7 @@ void load_a_tile(const HeadView& src, const SeqLen& sl, bool q_side, int64_t b, 
 // An A operand of the fp16 split's Q K^T (the forward's query tile; the
 // backward's K and V tiles): rows as split_row's `query` form ([rows_p][4 dp],
 // zero-padded); tmp holds dim floats.
-inline void load_split_rows(const Kernels& k, const HeadView& src, const SeqLen& sl, bool q_side, int64_t b,
+inline void load_split_rows(const Kernels& k, const HeadView& src, const HostSeqLen& sl, bool q_side, int64_t b,
                             int64_t h, int64_t row0, int64_t rows, int64_t rows_p, int64_t dim, int64_t dp,
                             uint16_t* dst, float* tmp) {
   for (int64_t r = 0; r < rows_p; ++r) {
@@ -271,7 +272,7 @@ inline void load_split_rows(const Kernels& k, const HeadView& src, const SeqLen&
 // [row0, row0 + rows) of one head and every i < m with A[i][j] != 0: the part of
 // C += A X that a natural pack leaves out (see the top of this file).
 template <typename Elem>
-void add_nonfinite(const HeadView& src, const SeqLen& sl, bool q_side, int64_t b, int64_t h,
+void add_nonfinite(const HeadView& src, const HostSeqLen& sl, bool q_side, int64_t b, int64_t h,
                    int64_t row0, int64_t rows, int64_t dim, const float* A, int64_t lda, int64_t m,
                    float* C, int64_t ldc, float* row) {
   for (int64_t j = 0; j < rows; ++j) {
@@ -288,15 +289,15 @@ void add_nonfinite(const HeadView& src, const SeqLen& sl, bool q_side, int64_t b
 
 // Fills the pack from inside an OpenMP parallel region (work shared, ends
 // with the implied barrier).
-template <typename Elem, typename PT>
-void pack_all(Packed<PT>& pk, const FwdParams& p, const HeadView& src, bool q_side, float* row) {
+template <typename Elem, typename PT, typename P>
+void pack_all(Packed<PT>& pk, const P& p, const HeadView& src, bool q_side, float* row) {
   const int64_t max_tiles = ceil_div(q_side ? p.seqlen_q : p.seqlen_k, kPackRows);
   const int64_t work = p.batch * pk.heads * max_tiles;
 #pragma omp for schedule(dynamic, 4)
   for (int64_t w = 0; w < work; ++w) {
     const int64_t t = w % max_tiles, h = w / max_tiles % pk.heads, b = w / max_tiles / pk.heads;
     if (t >= pk.tile0[b + 1] - pk.tile0[b]) continue;
-    pack_tile<Elem, PT>(pk, src, SeqLen(p, b), q_side, b, h, t, row);
+    pack_tile<Elem, PT>(pk, src, HostSeqLen(p, b), q_side, b, h, t, row);
   }
 }
 

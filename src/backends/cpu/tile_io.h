@@ -11,7 +11,7 @@
 #include "kernels/common/mask.h"
 #include "kernels/common/philox.h"
 #include "kernels/common/score_mod.h"
-#include "kernels/common/seqlen.h"
+#include "backends/host_params.h"
 
 namespace flashattn::detail::cpu {
 
@@ -25,7 +25,7 @@ struct HeadView {
 
 // dst[r * ld + c] = scale * x[row0 + r][c] for r < rows, c < dim.
 template <typename Elem>
-void load_tile(const HeadView& t, const SeqLen& sl, bool q_side, int64_t b, int64_t h, int64_t row0,
+void load_tile(const HeadView& t, const HostSeqLen& sl, bool q_side, int64_t b, int64_t h, int64_t row0,
                int64_t rows, int64_t dim, float* dst, int64_t ld, float scale = 1.f) {
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t off = q_side ? sl.q_row(b, t.batch_stride, t.row_stride, t.head_stride, h, row0 + r)
@@ -40,7 +40,7 @@ void load_tile(const HeadView& t, const SeqLen& sl, bool q_side, int64_t b, int6
 // dst[c * ld + r] = x[row0 + r][c]: the tile transposed, so products over `dim`
 // stream contiguous rows of it.
 template <typename Elem>
-void load_tile_t(const HeadView& t, const SeqLen& sl, bool q_side, int64_t b, int64_t h,
+void load_tile_t(const HeadView& t, const HostSeqLen& sl, bool q_side, int64_t b, int64_t h,
                  int64_t row0, int64_t rows, int64_t dim, float* dst, int64_t ld, float* tmp) {
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t off = q_side ? sl.q_row(b, t.batch_stride, t.row_stride, t.head_stride, h, row0 + r)
@@ -52,7 +52,7 @@ void load_tile_t(const HeadView& t, const SeqLen& sl, bool q_side, int64_t b, in
 
 template <typename Elem>
 void store_tile(void* base, int64_t batch_stride, int64_t row_stride, int64_t head_stride,
-                const SeqLen& sl, bool q_side, int64_t b, int64_t h, int64_t row0, int64_t rows,
+                const HostSeqLen& sl, bool q_side, int64_t b, int64_t h, int64_t row0, int64_t rows,
                 int64_t dim, const float* src, int64_t ld) {
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t off = q_side ? sl.q_row(b, batch_stride, row_stride, head_stride, h, row0 + r)
@@ -71,7 +71,7 @@ struct ScoreContext {
   DropoutRng rng;
   int64_t b = 0, h = 0;
 
-  ScoreContext(const FwdParams& p, const SeqLen& sl, int64_t b_, int64_t h_, const DropoutRng& r)
+  ScoreContext(const FwdParams& p, const HostSeqLen& sl, int64_t b_, int64_t h_, const DropoutRng& r)
       : mask(sl.seqlen_q, sl.seqlen_k, p.window_left, p.window_right),
         softcap(p.softcap),
         alibi(p.alibi_slopes != nullptr),

@@ -176,14 +176,6 @@ void cuda_check(const FwdParams& p, bool backward) {
   if (device < 0 || device >= n)
     throw Error(ErrorKind::value, "q", "is on cuda:" + std::to_string(device) + " but only " +
                                            std::to_string(n) + " CUDA devices are visible");
-  if (p.block_table != nullptr)
-    throw Error(ErrorKind::unsupported, "block_table", "paged KV caches run on the CPU backends only");
-#if !FLASHATTN_CUDA_SEQUSED_K
-  // Before the dtype and head-dim checks, so the refusal names it whatever the build holds.
-  if (p.seqused_k != nullptr)
-    throw Error(ErrorKind::unsupported, "seqused_k",
-                "is not supported on the cuda backend yet (the CPU backends take it)");
-#endif
   int major = 0;
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
   if (major < 8)
@@ -209,8 +201,7 @@ void cuda_check(const FwdParams& p, bool backward) {
   for (auto [name, ptr] : {std::pair<const char*, const void*>{"lse", p.lse},
                             {"cu_seqlens_q", p.cu_seqlens_q},
                             {"cu_seqlens_k", p.cu_seqlens_k},
-                            {"alibi_slopes", p.alibi_slopes},
-                            {"seqused_k", p.seqused_k}})
+                            {"alibi_slopes", p.alibi_slopes}})
     check_device_pointer(name, ptr, device);
   std::vector<TensorArg> tensors = {
       {"q", p.q, p.q_batch_stride, p.q_row_stride, p.q_head_stride},

@@ -13,7 +13,7 @@
 #include "kernels/common/mask.h"
 #include "kernels/common/philox.h"
 #include "kernels/common/score_mod.h"
-#include "kernels/common/seqlen.h"
+#include "backends/host_params.h"
 
 namespace flashattn::detail {
 namespace {
@@ -31,7 +31,7 @@ struct Probs {
 };
 
 template <typename Elem>
-void load_head(const void* base, const SeqLen& sl, int64_t b, int64_t bs, int64_t rs, int64_t hs,
+void load_head(const void* base, const HostSeqLen& sl, int64_t b, int64_t bs, int64_t rs, int64_t hs,
                int64_t h, int64_t rows, int64_t dim, bool is_q, std::vector<double>& dst) {
   dst.resize(static_cast<size_t>(rows * dim));
   for (int64_t i = 0; i < rows; ++i) {
@@ -40,7 +40,7 @@ void load_head(const void* base, const SeqLen& sl, int64_t b, int64_t bs, int64_
   }
 }
 
-Probs compute_probs(const FwdParams& p, int64_t b, int64_t h, const SeqLen& sl,
+Probs compute_probs(const FwdParams& p, int64_t b, int64_t h, const HostSeqLen& sl,
                     const std::vector<double>& q, const std::vector<double>& k) {
   Probs r;
   r.sq = sl.seqlen_q;
@@ -99,12 +99,12 @@ Probs compute_probs(const FwdParams& p, int64_t b, int64_t h, const SeqLen& sl,
 }
 
 template <typename Elem>
-void forward_impl(const FwdParams& p) {
+void forward_impl(const HostFwdParams& p) {
   const int64_t work = p.batch * p.heads_q;
 #pragma omp parallel for schedule(dynamic) num_threads(thread_count(p))
   for (int64_t w = 0; w < work; ++w) {
     const int64_t b = w / p.heads_q, h = w % p.heads_q, hk = h / p.group_size();
-    const SeqLen sl(p, b);
+    const HostSeqLen sl(p, b);
     std::vector<double> q, k, v;
     load_head<Elem>(p.q, sl, b, p.q_batch_stride, p.q_row_stride, p.q_head_stride, h, sl.seqlen_q,
                     p.head_dim_qk, true, q);
@@ -138,7 +138,7 @@ void backward_impl(const BwdParams& p) {
 #pragma omp parallel for schedule(dynamic) num_threads(thread_count(p))
   for (int64_t w = 0; w < work; ++w) {
     const int64_t b = w / p.heads_kv, hk = w % p.heads_kv;
-    const SeqLen sl(p, b);
+    const HostSeqLen sl(p, b);
     const int64_t sq = sl.seqlen_q, sk = sl.seqlen_k;
     std::vector<double> k, v, q, dout;
     load_head<Elem>(p.k, sl, b, p.k_batch_stride, p.k_row_stride, p.k_head_stride, hk, sk, dqk,
@@ -197,7 +197,7 @@ void backward_impl(const BwdParams& p) {
 
 }  // namespace
 
-void reference_forward(const FwdParams& p) {
+void reference_forward(const HostFwdParams& p) {
   with_elem(p.dtype, [&](auto e) { forward_impl<decltype(e)>(p); });
 }
 

@@ -14,10 +14,6 @@ struct SeqLen {
   int64_t k_offset = 0;
   int64_t seqlen_q = 0;
   int64_t seqlen_k = 0;
-#if !defined(__CUDA_ARCH__)
-  const int32_t* blocks = nullptr;  // paged (host backends): this sequence's block table row
-  int64_t page = 0;
-#endif
 
   FA_HD SeqLen(const FwdParams& p, int64_t b) {
     if (p.cu_seqlens_q != nullptr) {
@@ -29,21 +25,6 @@ struct SeqLen {
       seqlen_q = p.seqlen_q;
       seqlen_k = p.seqlen_k;
     }
-#if !defined(__CUDA_ARCH__) || FLASHATTN_CUDA_SEQUSED_K
-    // Device code only with -DFLASHATTN_CUDA_SEQUSED_K=ON (off: cuda_check refuses
-    // seqused_k, and the kernels stay as the GPU tested them). Clamped: the host
-    // validates the values, device memory is not read there.
-    if (p.seqused_k != nullptr) {
-      const int64_t used = p.seqused_k[b];
-      seqlen_k = used < 0 ? 0 : (used < seqlen_k ? used : seqlen_k);
-    }
-#endif
-#if !defined(__CUDA_ARCH__)
-    if (p.block_table != nullptr) {
-      blocks = p.block_table + b * p.block_table_stride;
-      page = p.page_size;
-    }
-#endif
   }
 
   // Element offsets of row `i` (sequence-relative) of head h in sequence b.
@@ -53,10 +34,6 @@ struct SeqLen {
   }
   FA_HD int64_t k_row(int64_t b, int64_t batch_stride, int64_t row_stride, int64_t head_stride,
                       int64_t h, int64_t j) const {
-#if !defined(__CUDA_ARCH__)
-    if (blocks != nullptr)  // paged: batch_stride steps blocks of the pool
-      return int64_t(blocks[j / page]) * batch_stride + (j % page) * row_stride + h * head_stride;
-#endif
     return b * batch_stride + (k_offset + j) * row_stride + h * head_stride;
   }
   FA_HD int64_t lse_index(const FwdParams& p, int64_t b, int64_t h, int64_t i) const {

@@ -162,12 +162,10 @@ bool tma_ok(const FwdParams& p, std::initializer_list<Strides> tensors) {
 bool supports_forward(const FwdParams& p) {
   // O leaves through a TMA store too. The persistent scheduler numbers (query
   // tile, head, batch) tiles with 32-bit ints (128-row tiles at the least).
-  // Softcap and ALiBi run here; dropout stays on sm80, and so does seqused_k: TMA
-  // loads a partly used last key tile whole, and P V would meet the unused V rows
-  // (0 * NaN), where sm80's loads zero-fill them.
+  // Softcap and ALiBi run here; dropout stays on sm80.
   const int64_t tiles = (p.seqlen_q + 127) / 128 * p.heads_q * p.batch;
   return compiled<Kind::fwd>(p.dtype, int(p.head_dim_qk)) && p.head_dim_v == p.head_dim_qk &&
-         !(p.dropout_p > 0.f) && p.seqused_k == nullptr && tiles < (int64_t(1) << 30) &&
+         !(p.dropout_p > 0.f) && tiles < (int64_t(1) << 30) &&
          tma_ok(p, {{p.q_row_stride, p.q_head_stride, p.q_batch_stride},
                     {p.k_row_stride, p.k_head_stride, p.k_batch_stride},
                     {p.v_row_stride, p.v_head_stride, p.v_batch_stride},
