@@ -186,6 +186,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                                                f"its cache (S_new as k's), got {list(t.shape)}")
             if t.dtype != c.dtype:
                 raise _error(TypeError, name, f"dtype {t.dtype} differs from its cache's {c.dtype}")
+            if t.device != c.device:
+                raise _error(ValueError, name, f"is on {t.device} but its cache on {c.device}")
         if cache_seqlens is None:
             raise _error(ValueError, "cache_seqlens", "is needed with k and v: where the new keys go")
     if cache_seqlens is None or isinstance(cache_seqlens, int):

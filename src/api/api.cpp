@@ -80,7 +80,7 @@ void check_backend(const FwdParams& p, bool backward) {
 // blocks stay out of FwdParams, which every CUDA kernel includes.
 void check_backend(const detail::HostFwdParams& p) {
   if (p.backend == Backend::cuda && p.kv.any())
-    throw Error(ErrorKind::unsupported, p.kv.seqused_k != nullptr ? "seqused_k" : "block_table",
+    throw Error(ErrorKind::unsupported, p.kv.page_size > 0 ? "block_table" : "seqused_k",
                 "is not supported on the cuda backend yet (KV caches run on the CPU backends)");
   check_backend(static_cast<const FwdParams&>(p), false);
 }

@@ -22,8 +22,10 @@ struct KvCache {
   int64_t block_table_stride = 0;
   int64_t page_size = 0;
   int64_t num_blocks = 0;
+  // Either option was passed (an empty tensor's pointer may be null all the same).
+  bool given = false;
 
-  bool any() const { return seqused_k != nullptr || block_table != nullptr; }
+  bool any() const { return given || seqused_k != nullptr || block_table != nullptr; }
 };
 
 struct HostFwdParams : FwdParams {

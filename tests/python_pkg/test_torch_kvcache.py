@@ -112,6 +112,7 @@ REFUSALS = {  # name: (change to the valid call, exception, argument named)
     "k_alone": (lambda kw: kw.update(v=None), ValueError, "v"),
     "k_shape": (lambda kw: kw.update(k=kw["k"][:, :, :1]), ValueError, "k"),
     "v_dtype": (lambda kw: kw.update(v=kw["v"].double()), TypeError, "v"),
+    "v_device": (lambda kw: kw.update(v=kw["v"].to("meta")), ValueError, "v"),
     "no_seqlens": (lambda kw: kw.update(cache_seqlens=None), ValueError, "cache_seqlens"),
     # Refused by the library, still before any write.
     "q_dtype": (lambda kw: kw.update(q=kw["q"].bfloat16()), TypeError, "k_cache"),

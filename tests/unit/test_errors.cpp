@@ -230,6 +230,11 @@ std::vector<ErrorCase> error_cases() {
       {"seqused_k_above_rows", kFwdAll, [](Fix& f) { f.used.set(1, Fix::Sk + 1); f.opt.seqused_k = f.used.view(); }, kValue, "seqused_k"},
       {"seqused_k_negative", kFwdAll, [](Fix& f) { f.used.set(0, -1); f.opt.seqused_k = f.used.view(); }, kValue, "seqused_k"},
       {"seqused_k_above_sequence", kFwdPacked, [](Fix& f) { f.used.set(1, 3); f.opt.seqused_k = f.used.view(); }, kValue, "seqused_k"},
+      // KV caches run on the host backends: refused on cuda by name, with or without a GPU.
+      {"seqused_k_on_cuda", kFwdAll, [](Fix& f) {
+         f.all_on(kCuda0); f.opt.backend = fa::Backend::cuda;
+         auto u = f.used.view(); u.device = kCuda0; f.opt.seqused_k = u;
+       }, ErrorKind::unsupported, "seqused_k"},
       {"block_table_packed", kFwdPacked, [](Fix& f) { f.opt.block_table = f.table.view(); }, ErrorKind::unsupported, "block_table"},
       {"block_table_in_backward", kBwdAll, [](Fix& f) { f.opt.block_table = f.table.view(); }, ErrorKind::unsupported, "block_table"},
       {"seqused_k_in_backward", kBwdAll, [](Fix& f) { f.opt.seqused_k = f.used.view(); }, ErrorKind::unsupported, "seqused_k"},

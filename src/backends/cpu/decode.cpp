@@ -44,6 +44,9 @@ namespace {
 constexpr int64_t kMaxRows = 64;           // query rows per kv head (columns of S^T)
 constexpr int64_t kMaxRowsBesideAmx = 16;  // bf16 products beside AMX (more rows: widened)
 constexpr int64_t kTileKeys = 64;          // keys per product
+// Paged caches come in pages of a multiple of 64 keys (validate.cpp), so 64-aligned
+// tiles never span two blocks.
+static_assert(64 % kTileKeys == 0, "a paged tile must fit in one block");
 // Keys per work item, at multiples of the split: 1024, halved (down to 256)
 // while a call would have fewer than kMinItems items, so that short caches
 // still feed every thread. A function of the shape alone: the result does not
