@@ -33,15 +33,20 @@ __all__ = ["flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_
            "flash_attn_varlen_kvpacked_func", "flash_attn_with_kvcache", "scaled_dot_product_attention"]
 
 
+def _window(window_size):
+    try:
+        left, right = (int(w) for w in window_size)
+    except (TypeError, ValueError):
+        raise _error(ValueError, "window_size", f"expected (left, right), got {window_size!r}") from None
+    return left, right
+
+
 def _options(q, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic):
     """The op's trailing arguments: the scale resolved, a fresh seed when dropping out."""
     # (A head dim of 0 is the library's to refuse, by name: no division here.)
     d = q.shape[-1]
     scale = (d ** -0.5 if d > 0 else 1.0) if softmax_scale is None else float(softmax_scale)
-    try:
-        left, right = (int(w) for w in window_size)
-    except (TypeError, ValueError):
-        raise _error(ValueError, "window_size", f"expected (left, right), got {window_size!r}") from None
+    left, right = _window(window_size)
     p = float(dropout_p)
     # Seed and offset from the default generator: torch.manual_seed makes dropout repeatable.
     rng = _torch.randint(0, 1 << 62, (2,), dtype=_torch.int64) if p > 0 else None
@@ -209,11 +214,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         rows = cache_batch_idx.to(device=q.device, dtype=_torch.int64)
     # A window side as long as the cache bounds nothing (flash_attn's rule, which also
     # decides where q's rotation sits).
-    try:
-        left, right = (int(w) for w in window_size)
-    except (TypeError, ValueError):
-        raise _error(ValueError, "window_size", f"expected (left, right), got {window_size!r}") from None
-    left, right = (-1 if w >= s_cache else w for w in (left, right))
+    left, right = (-1 if w >= s_cache else w for w in _window(window_size))
     if (rotary_cos is None) != (rotary_sin is None):
         raise _error(ValueError, "rotary_cos", "rotary_cos and rotary_sin are given together or not at all")
     q, k, v = (None if t is None else t.detach() for t in (q, k, v))

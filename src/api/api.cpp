@@ -79,7 +79,7 @@ void check_backend(const FwdParams& p, bool backward) {
 // A KV cache (seqused_k, block_table) runs on the host backends only: its lengths and
 // blocks stay out of FwdParams, which every CUDA kernel includes.
 void check_backend(const detail::HostFwdParams& p) {
-  if (p.backend == Backend::cuda && p.kv.any())
+  if (p.backend == Backend::cuda && p.kv.given)
     throw Error(ErrorKind::unsupported, p.kv.page_size > 0 ? "block_table" : "seqused_k",
                 "is not supported on the cuda backend yet (KV caches run on the CPU backends)");
   check_backend(static_cast<const FwdParams&>(p), false);

@@ -304,7 +304,7 @@ void fill_options(FwdParams& p, const Options& opt, const Shapes& s, const Tenso
     fail(ErrorKind::value, "backend", "'cuda' needs tensors in CUDA device memory, but q is on the host");
 }
 
-// seqused_k: int32 [B], contiguous, on q's device; on the host each entry within its
+// seqused_k: int32 [B], contiguous (check_tensor), on q's device; on the host each entry within its
 // sequence's key rows (Sk batched, cu_seqlens_k[b+1] - cu_seqlens_k[b] packed).
 void set_seqused_k(HostFwdParams& p, const Options& opt, const TensorView& q) {
   if (!opt.seqused_k) return;
@@ -314,7 +314,6 @@ void set_seqused_k(HostFwdParams& p, const Options& opt, const TensorView& q) {
     fail(ErrorKind::type, "seqused_k", std::string("dtype must be int32, got ") + to_string(u.dtype));
   check_same_device("seqused_k", u, q.device);
   check_dim("seqused_k", u, 0, p.batch, "B", "[B]");
-  if (p.batch > 1 && u.stride[0] != 1) fail(ErrorKind::value, "seqused_k", "must be contiguous");
   const auto* used = static_cast<const int32_t*>(u.data);
   if (q.device.type == DeviceType::cpu)
     for (int64_t b = 0; b < p.batch; ++b) {

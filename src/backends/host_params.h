@@ -24,8 +24,6 @@ struct KvCache {
   int64_t num_blocks = 0;
   // Either option was passed (an empty tensor's pointer may be null all the same).
   bool given = false;
-
-  bool any() const { return given || seqused_k != nullptr || block_table != nullptr; }
 };
 
 struct HostFwdParams : FwdParams {
