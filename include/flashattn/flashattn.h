@@ -62,6 +62,13 @@ struct Options {
   // holds max_blocks * page_size keys, or seqused_k[b]. Entries past the used keys are
   // never read (they may hold anything).
   std::optional<TensorView> block_table;
+  // With seqused_k, forward only, batched, host memory: one decoding step's new keys
+  // k_new [B, S_new, Hkv, Dqk] and values v_new [B, S_new, Hkv, Dv] (k's dtype), written
+  // into k and v (the caches, paged or not) as sequence b's keys seqused_k[b] - S_new ..
+  // seqused_k[b] - 1 before the attention, which sees them. Everything is checked before
+  // the first write; k and v are then outputs too (no two indices may share memory).
+  std::optional<TensorView> k_new;
+  std::optional<TensorView> v_new;
 };
 
 // Packed variable-length batch description. cu_seqlens are int32 [B+1] on the

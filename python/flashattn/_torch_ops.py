@@ -113,6 +113,20 @@ def _bwd_varlen_impl(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor,
     return dq, dk, dv
 
 
+# The library's argument names in flash_attn_with_kvcache's words.
+_KVCACHE_NAMES = {"k": "k_cache", "v": "v_cache", "k_new": "k", "v_new": "v", "seqused_k": "cache_seqlens"}
+
+
+def _kvcache_fwd(*args, **kwargs):
+    try:
+        _C.fwd(*args, **kwargs)
+    except (ValueError, TypeError, NotImplementedError) as e:
+        name = _KVCACHE_NAMES.get(getattr(e, "argument", None))
+        if name is None:
+            raise
+        raise error(type(e), name, str(e).split(": ", 2)[-1]) from None
+
+
 def _fwd_kvcache_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, k_new: Optional[Tensor],
                       v_new: Optional[Tensor], cache_seqlens: Tensor, cache_rows: Optional[Tensor],
                       block_table: Optional[Tensor], softmax_scale: float, causal: bool,
@@ -128,7 +142,11 @@ def _fwd_kvcache_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, k_new: Option
     s_new = 0 if k_new is None else k_new.shape[1]
     used = (cache_seqlens + s_new).to(torch.int32)
     if not (q.is_cuda and torch.cuda.is_current_stream_capturing()) and batch:  # values (a sync on CUDA)
-        lo, hi = int(cache_seqlens.min()), int(cache_seqlens.max())
+        if q.is_cuda:
+            lo, hi = int(cache_seqlens.min()), int(cache_seqlens.max())
+        else:  # a list is cheaper than two reductions at decoding sizes
+            lens = cache_seqlens.tolist()
+            lo, hi = min(lens), max(lens)
         if lo < 0 or hi + s_new > s_cache:
             raise error(ValueError, "cache_seqlens",
                         f"entries in [{lo}, {hi}] with {s_new} new keys do not fit a cache of {s_cache} rows")
@@ -137,9 +155,19 @@ def _fwd_kvcache_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, k_new: Option
     q = _c(q)
     out = q.new_empty(q.shape[:-1] + (v_cache.shape[-1],))
     lse = q.new_empty((batch, q.shape[2], q.shape[1]), dtype=torch.float32)
-    args = (softmax_scale, causal, window_left, window_right, softcap, _opt(alibi_slopes), 0.0, 0, 0, "auto",
-            0, _stream(q))
 
+    def call(kc, vc, **extra):  # fresh capsules per call: a DLPack capsule is consumed once
+        _kvcache_fwd(_dl(q), _dl(kc), _dl(vc), _dl(out), _dl(lse), softmax_scale, causal, window_left,
+                     window_right, softcap, _opt(alibi_slopes), 0.0, 0, 0, "auto", 0, _stream(q),
+                     seqused_k=_dl(used), block_table=_opt(block_table), **extra)
+
+    if cache_rows is None and k_cache.stride(-1) == 1 and v_cache.stride(-1) == 1:
+        # One call: the library checks everything, writes the new rows into the caches, attends.
+        kc, vc = (k_cache, v_cache) if block_table is not None else (k_cache[:batch], v_cache[:batch])
+        call(kc, vc, **({} if k_new is None else dict(k_new=_dl(_c(k_new)), v_new=_dl(_c(v_new)))))
+        return out, lse
+
+    # cache_batch_idx (or caches with a strided last dim): checked by the library, written here.
     def caches(gather):
         if block_table is not None:
             return _c(k_cache), _c(v_cache)
@@ -150,15 +178,7 @@ def _fwd_kvcache_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, k_new: Option
         # The checks only look at shapes and strides: one cache repeated, no copy.
         return (_c(k_cache[:1]).expand(batch, -1, -1, -1), _c(v_cache[:1]).expand(batch, -1, -1, -1))
 
-    kc, vc = caches(False)
-    try:
-        _C.fwd(_dl(q), _dl(kc), _dl(vc), _dl(out), _dl(lse), *args, seqused_k=_dl(used),
-               block_table=_opt(block_table), check_only=True)
-    except (ValueError, TypeError, NotImplementedError) as e:  # the library's k / v are the caches
-        name = getattr(e, "argument", None)
-        if name not in ("k", "v"):
-            raise
-        raise error(type(e), name + "_cache", str(e).split(": ", 2)[-1]) from None
+    call(*caches(False), check_only=True)
     if k_new is not None:
         pos = cache_seqlens.long()[:, None] + torch.arange(s_new, device=q.device)
         if block_table is not None:  # block and row of each new key
@@ -168,8 +188,7 @@ def _fwd_kvcache_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, k_new: Option
             rows = rows.expand(batch, s_new)
         k_cache[rows, pos] = k_new
         v_cache[rows, pos] = v_new
-    kc, vc = caches(True)
-    _C.fwd(_dl(q), _dl(kc), _dl(vc), _dl(out), _dl(lse), *args, seqused_k=_dl(used), block_table=_opt(block_table))
+    call(*caches(True))
     return out, lse
 
 

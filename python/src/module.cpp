@@ -35,6 +35,8 @@ struct Opts {
   bool u16_is_bf16;
   InArray seqused_k;
   InArray block_table;
+  InArray k_new;
+  InArray v_new;
 
   Options make(bool deterministic = false) const {
     Options o;
@@ -52,6 +54,8 @@ struct Opts {
     o.stream = reinterpret_cast<void*>(stream);
     o.seqused_k = optional_view(seqused_k, "seqused_k", false);
     o.block_table = optional_view(block_table, "block_table", false);
+    o.k_new = optional_view(k_new, "k_new", u16_is_bf16);
+    o.v_new = optional_view(v_new, "v_new", u16_is_bf16);
     return o;
   }
 };
@@ -62,14 +66,15 @@ struct Opts {
   "window_right"_a = -1, "softcap"_a = 0.0, "alibi_slopes"_a.none() = nb::none(),         \
   "dropout_p"_a = 0.0, "seed"_a = 0, "offset"_a = 0, "backend"_a = "auto",                \
   "num_threads"_a = 0, "stream"_a = 0, "u16_is_bf16"_a = false,                          \
-  "seqused_k"_a.none() = nb::none(), "block_table"_a.none() = nb::none()
+  "seqused_k"_a.none() = nb::none(), "block_table"_a.none() = nb::none(),                \
+  "k_new"_a.none() = nb::none(), "v_new"_a.none() = nb::none()
 #define FA_OPTS_PARAMS                                                                      \
   std::optional<double> scale, bool causal, int64_t wl, int64_t wr, double softcap,        \
       flashattn::python::InArray alibi, double p, uint64_t seed, uint64_t offset, std::string backend,         \
       int threads, uintptr_t stream, bool bf16, flashattn::python::InArray used,           \
-      flashattn::python::InArray table
+      flashattn::python::InArray table, flashattn::python::InArray k_new, flashattn::python::InArray v_new
 #define FA_OPTS_VALUES                                                                      \
-  flashattn::python::Opts { scale, causal, wl, wr, softcap, alibi, p, seed, offset, backend, threads, stream, bf16, used, table }
+  flashattn::python::Opts { scale, causal, wl, wr, softcap, alibi, p, seed, offset, backend, threads, stream, bf16, used, table, k_new, v_new }
 
 // check_only: validate as the call would (backend refusals included) and run nothing.
 void fwd(InArray q, InArray k, InArray v, OutArray out, OutArray lse, bool check_only, const Opts& a) {

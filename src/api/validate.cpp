@@ -340,6 +340,50 @@ void set_block_table(HostFwdParams& p, const Options& opt, const TensorView& q, 
   if (q.device.type == DeviceType::cpu) check_block_table(p);
 }
 
+// k_new / v_new: one decoding step's rows, written into the caches k and v before the
+// attention. Needs seqused_k (where they go; on the host every entry at least S_new) and
+// batched input; the caches become outputs, so their own memory must not overlap.
+void set_kv_new(HostFwdParams& p, const Options& opt, const TensorView& q, const TensorView& k,
+                const TensorView& v) {
+  if (!opt.k_new && !opt.v_new) return;
+  if (!opt.k_new || !opt.v_new)
+    fail(ErrorKind::value, opt.k_new ? "v_new" : "k_new", "k_new and v_new are given together or not at all");
+  if (p.is_varlen())
+    fail(ErrorKind::unsupported, "k_new", "new keys and values take batched input, not packed");
+  if (!opt.seqused_k)
+    fail(ErrorKind::value, "k_new",
+         "needs seqused_k: sequence b's new keys become its keys seqused_k[b] - S_new .. seqused_k[b] - 1");
+  const TensorView& kn = *opt.k_new;
+  const TensorView& vn = *opt.v_new;
+  const char* k_layout = "[B, S_new, Hkv, Dqk]";
+  const char* v_layout = "[B, S_new, Hkv, Dv]";
+  check_tensor("k_new", kn, 4, k_layout);
+  check_tensor("v_new", vn, 4, v_layout);
+  check_dim("k_new", kn, 0, p.batch, "B", k_layout);
+  check_dim("k_new", kn, 2, p.heads_kv, "Hkv", k_layout);
+  check_dim("k_new", kn, 3, p.head_dim_qk, "Dqk", k_layout);
+  check_dim("v_new", vn, 0, p.batch, "B", v_layout);
+  check_dim("v_new", vn, 1, kn.shape[1], "S_new", v_layout);
+  check_dim("v_new", vn, 2, p.heads_kv, "Hkv", v_layout);
+  check_dim("v_new", vn, 3, p.head_dim_v, "Dv", v_layout);
+  for (const auto& [name, t] : {std::pair<const char*, const TensorView&>{"k_new", kn}, {"v_new", vn}}) {
+    check_same_dtype(name, t, q.dtype);
+    check_same_device(name, t, q.device);
+  }
+  const int64_t rows = kn.shape[1];
+  if (q.device.type == DeviceType::cpu)
+    for (int64_t b = 0; b < p.batch; ++b)
+      if (p.kv.seqused_k[b] < rows)
+        fail(ErrorKind::value, "seqused_k",
+             "entry " + std::to_string(b) + " is " + std::to_string(p.kv.seqused_k[b]) + ", fewer than the " +
+                 std::to_string(rows) + " new keys of k_new it ends with");
+  check_non_overlapping("k", k);
+  check_non_overlapping("v", v);
+  p.kv.k_new = {kn.data, kn.stride[0], kn.stride[1], kn.stride[2]};
+  p.kv.v_new = {vn.data, vn.stride[0], vn.stride[1], vn.stride[2]};
+  p.kv.new_rows = rows;
+}
+
 // Strides of a [B, S, H, D] or [total, H, D] tensor as (batch, row, head).
 void strides_of(const TensorView& t, bool packed, int64_t& b, int64_t& r, int64_t& h) {
   if (packed) {
@@ -431,6 +475,7 @@ HostFwdParams make_fwd_params(const TensorView& q, const TensorView& k, const Te
   static_cast<FwdParams&>(p) = fill_common(q, k, v, out, varlen, options, s);
   set_seqused_k(p, options, q);
   set_block_table(p, options, q, k);
+  set_kv_new(p, options, q, k, v);
   if (lse != nullptr && lse->defined()) {
     check_lse("lse", *lse, s, q, varlen != nullptr);
     check_non_overlapping("lse", *lse);
@@ -451,6 +496,9 @@ BwdParams make_bwd_params(const TensorView& dout, const TensorView& q, const Ten
          "every key of k and v");
   if (options.block_table)
     fail(ErrorKind::unsupported, "block_table", "is a forward-only option (a paged KV cache)");
+  if (options.k_new || options.v_new)
+    fail(ErrorKind::unsupported, options.k_new ? "k_new" : "v_new",
+         "is a forward-only option (a KV cache's new rows)");
   static_cast<FwdParams&>(p) = fill_common(q, k, v, out, varlen, options, s);
   const bool packed = varlen != nullptr;
   check_lse("lse", lse, s, q, packed);

@@ -24,6 +24,13 @@ struct KvCache {
   int64_t num_blocks = 0;
   // Either option was passed (an empty tensor's pointer may be null all the same).
   bool given = false;
+  // New rows written into the caches before the attention (Options::k_new / v_new): row i
+  // of sequence b becomes its key seqused_k[b] - new_rows + i. new_rows 0: none.
+  struct NewRows {
+    const void* data = nullptr;
+    int64_t batch_stride = 0, row_stride = 0, head_stride = 0;  // elements
+  } k_new, v_new;
+  int64_t new_rows = 0;
 };
 
 struct HostFwdParams : FwdParams {
@@ -54,5 +61,9 @@ struct HostSeqLen : SeqLen {
     return SeqLen::k_row(b, batch_stride, row_stride, head_stride, h, j);
   }
 };
+
+// Writes kv.k_new / kv.v_new into the caches (host memory, validated; a no-op without
+// new rows). Each row is moved whole, so a new row that is a view of the cache is safe.
+void write_new_kv(const HostFwdParams& p);
 
 }  // namespace flashattn::detail

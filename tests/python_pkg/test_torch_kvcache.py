@@ -89,6 +89,23 @@ def test_appends_through_batch_idx(rng):
     assert torch.equal(kc[2], kc0[2])  # a cache no sequence picked
 
 
+@pytest.mark.parametrize("batch_idx", [False, True])
+def test_alibi_with_appends(rng, batch_idx):
+    """ALiBi slopes reach the library on both routes: the library's append (one call) and
+    cache_batch_idx's (a check, then the call)."""
+    q, kc, vc, k, v = _setup(rng, Bc=3)
+    slopes = torch.tensor([0.5, 0.25, 0.125, 0.0625])
+    lens = torch.tensor([3, 20, 30], dtype=torch.int32)
+    idx = torch.tensor([2, 0, 1]) if batch_idx else None
+    out = flash_attn_with_kvcache(q, kc, vc, k, v, cache_seqlens=lens, cache_batch_idx=idx, causal=True,
+                                  alibi_slopes=slopes)
+    for b in range(3):
+        c, n = (int(idx[b]) if batch_idx else b), int(lens[b]) + 2
+        assert torch.equal(kc[c, n - 2:n], k[b]) and torch.equal(vc[c, n - 2:n], v[b])
+        check_fp32_forward(out[b:b + 1].numpy(), None, q[b:b + 1].numpy(), kc[c:c + 1, :n].numpy(),
+                           vc[c:c + 1, :n].numpy(), causal=True, alibi_slopes=slopes.numpy(), ctx=f"sequence {b}")
+
+
 def test_bf16_decode_steps_match_one_prefill(rng):
     """Appending one token at a time gives what attending to the whole sequence gives."""
     q, kc, vc, _, _ = _setup(rng, B=2, Sq=6, Sc=16)

@@ -191,3 +191,170 @@ TEST(KvCachePaged, Refusals) {
 
 }  // namespace
 }  // namespace fatest
+
+namespace fatest {
+namespace {
+
+// k_new / v_new: one decoding step written into the cache by the call itself. The
+// cache's last S_new used rows of each sequence start as NaN and the step's rows
+// arrive in k_new / v_new: the call must write them there (the cache then equals the
+// filled one, bit for bit, guards and gaps included) and attend as over the filled
+// cache (the same bits). Batched and paged, every host backend.
+struct Step {
+  HostTensor k_cache, v_cache, k_new, v_new;
+};
+
+Step take_last_rows(const Problem& p, int64_t s_new) {
+  const Case& c = p.c;
+  Step s{p.k, p.v, make_tensor(c.dtype, {p.B, s_new, c.Hkv, c.Dqk}), make_tensor(c.dtype, {p.B, s_new, c.Hkv, c.Dv})};
+  for (int64_t b = 0; b < p.B; ++b)
+    for (int64_t i = 0; i < s_new; ++i)
+      for (int64_t hk = 0; hk < c.Hkv; ++hk) {
+        const int64_t src = (b * c.Sk + p.len_k[b] - s_new + i) * c.Hkv + hk, dst = (b * s_new + i) * c.Hkv + hk;
+        for (int64_t x = 0; x < c.Dqk; ++x) {
+          s.k_new.set(dst * c.Dqk + x, p.k.get(src * c.Dqk + x));
+          s.k_cache.set(src * c.Dqk + x, kNaN);
+        }
+        for (int64_t x = 0; x < c.Dv; ++x) {
+          s.v_new.set(dst * c.Dv + x, p.v.get(src * c.Dv + x));
+          s.v_cache.set(src * c.Dv + x, kNaN);
+        }
+      }
+  return s;
+}
+
+HostTensor step_out(const Problem& p, fa::Backend backend, Step& s, HostTensor& kc, HostTensor& vc,
+                    const HostTensor* table, int threads) {
+  HostTensor out = make_tensor(p.c.dtype, p.out_shape());
+  fa::Options opt = p.options(host_target("t", backend));
+  opt.num_threads = threads;
+  if (p.alibi) opt.alibi_slopes = p.alibi->view();
+  opt.seqused_k = p.used_k->view();
+  if (table != nullptr) opt.block_table = table->view();
+  opt.k_new = s.k_new.view();
+  opt.v_new = s.v_new.view();
+  fa::forward(p.q.view(), kc.view(), vc.view(), out.view(), nullptr, opt);
+  return out;
+}
+
+TEST(KvCacheAppend, WritesTheStepAndAttendsToIt) {
+  const std::vector<Case> cases = {
+      Case("append_decode").batch(3).seq(1, 256).heads(8, 2).dims(64, 64).used({1, 100, 256}),
+      Case("append_causal_alibi").batch(2).seq(3, 128).heads(4, 1).dims(32, 16).causal_mask()
+          .slopes(Alibi::per_head).used({70, 128}),
+      Case("append_prefill").batch(2).seq(80, 192).heads(2, 2).dims(32, 32).causal_mask().used({80, 150}),
+  };
+  for (const Case& base : cases)
+    for (DType dt : {DType::f32, DType::bf16})
+      for (int64_t s_new : {1, 3}) {
+        if (s_new > *std::min_element(base.used_k.begin(), base.used_k.end())) continue;
+        const Problem p = make_problem(Case(base).type(dt));
+        SCOPED_TRACE(::testing::Message() << base.name << " " << short_name(dt) << " S_new " << s_new);
+        for (fa::Backend backend : {fa::Backend::reference, fa::Backend::cpu}) {
+          const HostTensor want = forward_out(p, backend, nullptr, 2);
+          Step s = take_last_rows(p, s_new);
+          const HostTensor got = step_out(p, backend, s, s.k_cache, s.v_cache, nullptr, 2);
+          EXPECT_TRUE(bitwise_equal(s.k_cache, p.k) && bitwise_equal(s.v_cache, p.v)) << "batched cache";
+          EXPECT_TRUE(bitwise_equal(got, want)) << "batched out";
+          // Paged: the same step into blocks of a pool.
+          const Paged full = page_out(p, 64);
+          Step again = take_last_rows(p, s_new);
+          Problem holed = p;
+          holed.k = again.k_cache;
+          holed.v = again.v_cache;
+          Paged pg = page_out(holed, 64);
+          const HostTensor got_paged = step_out(p, backend, again, pg.k, pg.v, &pg.table, 2);
+          EXPECT_TRUE(bitwise_equal(pg.k, full.k) && bitwise_equal(pg.v, full.v)) << "pool";
+          EXPECT_TRUE(bitwise_equal(got_paged, forward_out(p, backend, &full, 2))) << "paged out";
+        }
+      }
+}
+
+// A step's rows that are already the cache's own rows (a view of where they go) move onto
+// themselves: nothing changes.
+TEST(KvCacheAppend, RowsThatAreTheirOwnDestination) {
+  const Problem p = make_problem(Case("append_self").batch(2).seq(1, 64).heads(2, 1).dims(16, 16));
+  HostTensor kc = p.k, vc = p.v, out = make_tensor(DType::f32, p.out_shape());
+  HostTensor ten = make_tensor(DType::i32, {2});  // both sequences end at row 9
+  ten.set(0, 10);
+  ten.set(1, 10);
+  fa::Options opt;
+  opt.seqused_k = ten.view();
+  fa::TensorView kn = kc.view(), vn = vc.view();  // [B, 1, Hkv, D] over rows 9, with the cache's strides
+  kn.shape[1] = vn.shape[1] = 1;
+  kn.data = static_cast<float*>(kn.data) + 9 * kn.stride[1];
+  vn.data = static_cast<float*>(vn.data) + 9 * vn.stride[1];
+  opt.k_new = kn;
+  opt.v_new = vn;
+  ASSERT_NO_THROW(fa::forward(p.q.view(), kc.view(), vc.view(), out.view(), nullptr, opt));
+  EXPECT_TRUE(bitwise_equal(kc, p.k) && bitwise_equal(vc, p.v));
+}
+
+TEST(KvCacheAppend, Refusals) {
+  const Problem p = make_problem(Case("append_refusals").batch(2).seq(1, 128).heads(2, 1).dims(16, 16).used({100, 128}));
+  Step s = take_last_rows(p, 2);
+  HostTensor out = make_tensor(DType::f32, p.out_shape());
+  const HostTensor k0 = s.k_cache, v0 = s.v_cache, out0 = out;
+  auto expect = [&](fa::Options opt, const char* arg, fa::ErrorKind kind, const fa::TensorView* k = nullptr) {
+    try {
+      fa::forward(p.q.view(), k ? *k : s.k_cache.view(), s.v_cache.view(), out.view(), nullptr, opt);
+      ADD_FAILURE() << "no error for " << arg;
+    } catch (const fa::Error& e) {
+      EXPECT_EQ(e.argument(), arg) << e.what();
+      EXPECT_EQ(e.kind(), kind) << e.what();
+    }
+    EXPECT_TRUE(bitwise_equal(s.k_cache, k0) && bitwise_equal(s.v_cache, v0) && bitwise_equal(out, out0))
+        << "written despite the refusal naming " << arg;
+  };
+  fa::Options opt;
+  opt.seqused_k = p.used_k->view();
+  opt.k_new = s.k_new.view();
+  expect(opt, "v_new", fa::ErrorKind::value);  // k_new alone
+  opt.v_new = s.v_new.view();
+  fa::Options no_used = opt;
+  no_used.seqused_k.reset();
+  expect(no_used, "k_new", fa::ErrorKind::value);
+  fa::Options bad = opt;
+  fa::TensorView kn = s.k_new.view();
+  kn.shape[2] = 2;  // Hkv
+  bad.k_new = kn;
+  expect(bad, "k_new", fa::ErrorKind::value);
+  bad = opt;
+  fa::TensorView vn = s.v_new.view();
+  vn.shape[1] = 1;  // S_new unlike k_new's
+  bad.v_new = vn;
+  expect(bad, "v_new", fa::ErrorKind::value);
+  bad = opt;
+  vn = s.v_new.view();
+  vn.dtype = DType::f16;
+  bad.v_new = vn;
+  expect(bad, "v_new", fa::ErrorKind::type);
+  bad = opt;
+  vn = s.v_new.view();
+  vn.device = {fa::DeviceType::cuda, 0};
+  bad.v_new = vn;
+  expect(bad, "v_new", fa::ErrorKind::value);
+  HostTensor one = make_tensor(DType::i32, {2});  // sequence 0 holds 1 key, fewer than S_new = 2
+  one.set(0, 1);
+  one.set(1, 128);
+  bad = opt;
+  bad.seqused_k = one.view();
+  expect(bad, "seqused_k", fa::ErrorKind::value);
+  fa::TensorView shared = s.k_cache.view();  // every sequence one cache: written twice
+  shared.stride[0] = 0;
+  expect(opt, "k", fa::ErrorKind::value, &shared);
+  // The backward takes no new rows.
+  const fa::TensorView q = p.q.view();
+  HostTensor lse = make_tensor(DType::f32, p.lse_shape()), dq = p.q, dk = p.k, dv = p.v;
+  try {
+    fa::backward(out.view(), q, p.k.view(), p.v.view(), out.view(), lse.view(), dq.view(), dk.view(), dv.view(),
+                 [&] { fa::Options o; o.k_new = s.k_new.view(); o.v_new = s.v_new.view(); return o; }());
+    ADD_FAILURE() << "backward took k_new";
+  } catch (const fa::Error& e) {
+    EXPECT_EQ(e.argument(), "k_new") << e.what();
+    EXPECT_EQ(e.kind(), fa::ErrorKind::unsupported);
+  }
+}
+
+}  // namespace
+}  // namespace fatest
