@@ -113,8 +113,9 @@ def _bwd_varlen_impl(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor,
     return dq, dk, dv
 
 
-# The library's argument names in flash_attn_with_kvcache's words.
-_KVCACHE_NAMES = {"k": "k_cache", "v": "v_cache", "k_new": "k", "v_new": "v", "seqused_k": "cache_seqlens"}
+# The library's argument names in flash_attn_with_kvcache's words (seqused_k keeps its own:
+# the wrapper derives it, from cache_seqlens or not).
+_KVCACHE_NAMES = {"k": "k_cache", "v": "v_cache", "k_new": "k", "v_new": "v"}
 
 
 def _kvcache_fwd(*args, **kwargs):
@@ -161,13 +162,18 @@ def _fwd_kvcache_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, k_new: Option
                      window_right, softcap, _opt(alibi_slopes), 0.0, 0, 0, "auto", 0, _stream(q),
                      seqused_k=_dl(used), block_table=_opt(block_table), **extra)
 
-    if cache_rows is None and k_cache.stride(-1) == 1 and v_cache.stride(-1) == 1:
+    if (cache_rows is None and k_cache.stride(-1) == 1 and v_cache.stride(-1) == 1
+            and not (k_cache.requires_grad or v_cache.requires_grad)):
         # One call: the library checks everything, writes the new rows into the caches, attends.
         kc, vc = (k_cache, v_cache) if block_table is not None else (k_cache[:batch], v_cache[:batch])
         call(kc, vc, **({} if k_new is None else dict(k_new=_dl(_c(k_new)), v_new=_dl(_c(v_new)))))
+        if k_new is not None:  # written behind autograd's back: what saved them must see it
+            torch.autograd.graph.increment_version(k_cache)
+            torch.autograd.graph.increment_version(v_cache)
         return out, lse
 
-    # cache_batch_idx (or caches with a strided last dim): checked by the library, written here.
+    # cache_batch_idx, caches with a strided last dim or that require grad (PyTorch refuses
+    # the write): checked by the library, written here.
     def caches(gather):
         if block_table is not None:
             return _c(k_cache), _c(v_cache)

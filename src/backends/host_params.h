@@ -63,7 +63,8 @@ struct HostSeqLen : SeqLen {
 };
 
 // Writes kv.k_new / kv.v_new into the caches (host memory, validated; a no-op without
-// new rows). Each row is moved whole, so a new row that is a view of the cache is safe.
+// new rows). The rows are read in full before the first write, so new rows that are
+// views of the cache (of the rows being written, too) give the values they held.
 void write_new_kv(const HostFwdParams& p);
 
 }  // namespace flashattn::detail

@@ -89,6 +89,34 @@ def test_appends_through_batch_idx(rng):
     assert torch.equal(kc[2], kc0[2])  # a cache no sequence picked
 
 
+def test_new_rows_that_are_views_of_the_cache():
+    """k / v views of the cache rows just before where they go: each row gets what its
+    source held before the call."""
+    kc = torch.arange(16, dtype=torch.float32)[None, :, None, None].expand(1, 16, 1, 4).contiguous()
+    vc = kc.clone()
+    flash_attn_with_kvcache(torch.zeros(1, 1, 1, 4), kc, vc, kc[:, 0:2], vc[:, 0:2],
+                            cache_seqlens=torch.tensor([1], dtype=torch.int32))
+    assert kc[0, :4, 0, 0].tolist() == [0, 0, 1, 3] and vc[0, :4, 0, 0].tolist() == [0, 0, 1, 3]
+
+
+def test_appends_are_seen_by_autograd():
+    """A cache saved for a backward and then appended to: the backward refuses, as after
+    any in-place write; a leaf cache that requires grad is refused before the write."""
+    kc, vc = torch.zeros(1, 64, 1, 4), torch.zeros(1, 64, 1, 4)
+    w = torch.ones(4, requires_grad=True)
+    y = (kc * w * w).sum()
+    ones = torch.ones(1, 1, 1, 4)
+    flash_attn_with_kvcache(torch.randn(1, 1, 1, 4), kc, vc, ones, ones,
+                            cache_seqlens=torch.tensor([0], dtype=torch.int32))
+    with pytest.raises(RuntimeError, match="inplace"):
+        y.backward()
+    leaf = torch.zeros(1, 64, 1, 4, requires_grad=True)
+    with pytest.raises(RuntimeError):
+        flash_attn_with_kvcache(torch.randn(1, 1, 1, 4), leaf, vc, ones, ones,
+                                cache_seqlens=torch.tensor([0], dtype=torch.int32))
+    assert not leaf.detach().any()
+
+
 @pytest.mark.parametrize("batch_idx", [False, True])
 def test_alibi_with_appends(rng, batch_idx):
     """ALiBi slopes reach the library on both routes: the library's append (one call) and

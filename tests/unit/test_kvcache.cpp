@@ -290,6 +290,36 @@ TEST(KvCacheAppend, RowsThatAreTheirOwnDestination) {
   EXPECT_TRUE(bitwise_equal(kc, p.k) && bitwise_equal(vc, p.v));
 }
 
+// New rows that are the cache's rows just before where they go (a cache shifted by one):
+// each destination gets what its source held before the call, also where a source is
+// itself overwritten by this step.
+TEST(KvCacheAppend, RowsOverlappingTheirDestination) {
+  const int64_t S = 8;
+  HostTensor kc = make_tensor(DType::f32, {1, S, 1, 1}), vc = make_tensor(DType::f32, {1, S, 1, 1});
+  for (int64_t r = 0; r < S; ++r) {
+    kc.set(r, double(r));
+    vc.set(r, double(10 * r));
+  }
+  HostTensor q = make_tensor(DType::f32, {1, 1, 1, 1}), out = make_tensor(DType::f32, {1, 1, 1, 1});
+  q.set(0, 0.0);
+  HostTensor used = make_tensor(DType::i32, {1});
+  used.set(0, 3);  // rows 1, 2 <- rows 0, 1
+  fa::Options opt;
+  opt.seqused_k = used.view();
+  for (const fa::Backend backend : {fa::Backend::reference, fa::Backend::cpu}) {
+    opt.backend = backend;
+    HostTensor k = kc, v = vc;
+    fa::TensorView kn = k.view(), vn = v.view();
+    kn.shape[1] = vn.shape[1] = 2;
+    opt.k_new = kn;
+    opt.v_new = vn;
+    ASSERT_NO_THROW(fa::forward(q.view(), k.view(), v.view(), out.view(), nullptr, opt));
+    EXPECT_EQ(k.values(), (std::vector<double>{0, 0, 1, 3, 4, 5, 6, 7}));
+    EXPECT_EQ(v.values(), (std::vector<double>{0, 0, 10, 30, 40, 50, 60, 70}));
+    EXPECT_NEAR(out.get(0), (0 + 0 + 10) / 3.0, 1e-6);  // q = 0: the mean of the used values
+  }
+}
+
 TEST(KvCacheAppend, Refusals) {
   const Problem p = make_problem(Case("append_refusals").batch(2).seq(1, 128).heads(2, 1).dims(16, 16).used({100, 128}));
   Step s = take_last_rows(p, 2);
