@@ -223,7 +223,7 @@ Step take_last_rows(const Problem& p, int64_t s_new) {
   return s;
 }
 
-HostTensor step_out(const Problem& p, fa::Backend backend, Step& s, HostTensor& kc, HostTensor& vc,
+HostTensor step_out(const Problem& p, fa::Backend backend, const Step& s, HostTensor& kc, HostTensor& vc,
                     const HostTensor* table, int threads) {
   HostTensor out = make_tensor(p.c.dtype, p.out_shape());
   fa::Options opt = p.options(host_target("t", backend));
@@ -374,11 +374,13 @@ TEST(KvCacheAppend, Refusals) {
   shared.stride[0] = 0;
   expect(opt, "k", fa::ErrorKind::value, &shared);
   // The backward takes no new rows.
-  const fa::TensorView q = p.q.view();
   HostTensor lse = make_tensor(DType::f32, p.lse_shape()), dq = p.q, dk = p.k, dv = p.v;
+  fa::Options bwd;
+  bwd.k_new = s.k_new.view();
+  bwd.v_new = s.v_new.view();
   try {
-    fa::backward(out.view(), q, p.k.view(), p.v.view(), out.view(), lse.view(), dq.view(), dk.view(), dv.view(),
-                 [&] { fa::Options o; o.k_new = s.k_new.view(); o.v_new = s.v_new.view(); return o; }());
+    fa::backward(out.view(), p.q.view(), p.k.view(), p.v.view(), out.view(), lse.view(), dq.view(), dk.view(),
+                 dv.view(), bwd);
     ADD_FAILURE() << "backward took k_new";
   } catch (const fa::Error& e) {
     EXPECT_EQ(e.argument(), "k_new") << e.what();
