@@ -162,7 +162,7 @@ def _fwd_kvcache_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, k_new: Option
                      window_right, softcap, _opt(alibi_slopes), 0.0, 0, 0, "auto", 0, _stream(q),
                      seqused_k=_dl(used), block_table=_opt(block_table), **extra)
 
-    if (cache_rows is None and k_cache.stride(-1) == 1 and v_cache.stride(-1) == 1
+    if (cache_rows is None and not q.is_cuda and k_cache.stride(-1) == 1 and v_cache.stride(-1) == 1
             and not (k_cache.requires_grad or v_cache.requires_grad)):
         # One call: the library checks everything, writes the new rows into the caches, attends.
         kc, vc = (k_cache, v_cache) if block_table is not None else (k_cache[:batch], v_cache[:batch])
@@ -172,8 +172,9 @@ def _fwd_kvcache_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, k_new: Option
             torch.autograd.graph.increment_version(v_cache)
         return out, lse
 
-    # cache_batch_idx, caches with a strided last dim or that require grad (PyTorch refuses
-    # the write): checked by the library, written here.
+    # cache_batch_idx, CUDA tensors (the library writes host caches only), caches with a
+    # strided last dim or that require grad (PyTorch refuses the write): checked by the
+    # library, written here.
     def caches(gather):
         if block_table is not None:
             return _c(k_cache), _c(v_cache)

@@ -76,13 +76,13 @@ void check_backend(const FwdParams& p, bool backward) {
   }
 }
 
-// A KV cache (seqused_k, block_table) runs on the host backends only: its lengths and
-// blocks stay out of FwdParams, which every CUDA kernel includes.
+// A KV cache on cuda: seqused_k runs (the sm80 forward reads it on the device); a paged
+// cache and new rows were refused by validation.
 void check_backend(const detail::HostFwdParams& p) {
-  if (p.backend == Backend::cuda && p.kv.given)
-    throw Error(ErrorKind::unsupported, p.kv.page_size > 0 ? "block_table" : "seqused_k",
-                "is not supported on the cuda backend yet (KV caches run on the CPU backends)");
   check_backend(static_cast<const FwdParams&>(p), false);
+#if defined(FLASHATTN_WITH_CUDA)
+  if (p.backend == Backend::cuda) detail::cuda_check_kv(p);
+#endif
 }
 
 // The per-sequence length arrays of a host call, copied once validated: the backends

@@ -337,6 +337,7 @@ void set_block_table(HostFwdParams& p, const Options& opt, const TensorView& q, 
   p.kv.page_size = k.shape[1];
   p.kv.num_blocks = k.shape[0];
   p.kv.given = true;
+  p.kv.paged = true;
   if (q.device.type == DeviceType::cpu) check_block_table(p);
 }
 
@@ -350,6 +351,9 @@ void set_kv_new(HostFwdParams& p, const Options& opt, const TensorView& q, const
     fail(ErrorKind::value, opt.k_new ? "v_new" : "k_new", "k_new and v_new are given together or not at all");
   if (p.is_varlen())
     fail(ErrorKind::unsupported, "k_new", "new keys and values take batched input, not packed");
+  if (p.backend == Backend::cuda)
+    fail(ErrorKind::unsupported, "k_new",
+         "is not supported on the cuda backend yet: write the new rows into the cache, then call with seqused_k");
   if (!opt.seqused_k)
     fail(ErrorKind::value, "k_new",
          "needs seqused_k: sequence b's new keys become its keys seqused_k[b] - S_new .. seqused_k[b] - 1");
@@ -472,6 +476,9 @@ HostFwdParams make_fwd_params(const TensorView& q, const TensorView& k, const Te
                               const Options& options) {
   Shapes s;
   HostFwdParams p;
+  if (options.block_table && resolve_backend(options.backend, q.device) == Backend::cuda)
+    fail(ErrorKind::unsupported, "block_table",
+         "is not supported on the cuda backend yet (paged caches run on the CPU backends)");
   static_cast<FwdParams&>(p) = fill_common(q, k, v, out, varlen, options, s);
   set_seqused_k(p, options, q);
   set_block_table(p, options, q, k);

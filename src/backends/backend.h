@@ -17,7 +17,9 @@ void cpu_backward(const BwdParams& p);
 
 #if defined(FLASHATTN_WITH_CUDA)
 void cuda_check(const FwdParams& p, bool backward);
-void cuda_forward(const FwdParams& p);
+// A KV cache's device pointers (after cuda_check): seqused_k in the call's device memory.
+void cuda_check_kv(const HostFwdParams& p);
+void cuda_forward(const HostFwdParams& p);
 void cuda_backward(const BwdParams& p);
 int cuda_device_count();
 #endif

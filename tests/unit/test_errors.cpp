@@ -230,11 +230,20 @@ std::vector<ErrorCase> error_cases() {
       {"seqused_k_above_rows", kFwdAll, [](Fix& f) { f.used.set(1, Fix::Sk + 1); f.opt.seqused_k = f.used.view(); }, kValue, "seqused_k"},
       {"seqused_k_negative", kFwdAll, [](Fix& f) { f.used.set(0, -1); f.opt.seqused_k = f.used.view(); }, kValue, "seqused_k"},
       {"seqused_k_above_sequence", kFwdPacked, [](Fix& f) { f.used.set(1, 3); f.opt.seqused_k = f.used.view(); }, kValue, "seqused_k"},
-      // KV caches run on the host backends: refused on cuda by name, with or without a GPU.
-      {"seqused_k_on_cuda", kFwdAll, [](Fix& f) {
+      // A paged cache and new rows run on the host backends: refused on cuda by name,
+      // with or without a GPU (seqused_k alone runs there: test_cuda.cpp's CudaKvCache).
+      {"block_table_on_cuda", kFwd, [](Fix& f) {
          f.all_on(kCuda0); f.opt.backend = fa::Backend::cuda;
          auto u = f.used.view(); u.device = kCuda0; f.opt.seqused_k = u;
-       }, ErrorKind::unsupported, "seqused_k"},
+         auto t = f.table.view(); t.device = kCuda0; f.opt.block_table = t;
+       }, ErrorKind::unsupported, "block_table"},
+      {"k_new_on_cuda", kFwd, [](Fix& f) {
+         f.all_on(kCuda0); f.opt.backend = fa::Backend::cuda;
+         auto u = f.used.view(); u.device = kCuda0; f.opt.seqused_k = u;
+         fa::TensorView kn = f.K, vn = f.V;
+         kn.shape[1] = vn.shape[1] = 1;
+         f.opt.k_new = kn; f.opt.v_new = vn;
+       }, ErrorKind::unsupported, "k_new"},
       {"block_table_packed", kFwdPacked, [](Fix& f) { f.opt.block_table = f.table.view(); }, ErrorKind::unsupported, "block_table"},
       {"block_table_in_backward", kBwdAll, [](Fix& f) { f.opt.block_table = f.table.view(); }, ErrorKind::unsupported, "block_table"},
       {"seqused_k_in_backward", kBwdAll, [](Fix& f) { f.opt.seqused_k = f.used.view(); }, ErrorKind::unsupported, "seqused_k"},

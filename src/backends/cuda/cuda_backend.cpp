@@ -16,6 +16,7 @@
 #include "backends/env.h"
 #include "flashattn/error.h"
 #include "kernels/common/kernel_params.h"
+#include "kernels/sm80/fwd_kv.h"
 #include "kernels/sm80/launch.h"
 #include "kernels/sm90/bwd_order.h"
 #include "kernels/sm90/launch.h"
@@ -219,14 +220,21 @@ void cuda_check(const FwdParams& p, bool backward) {
   for (const TensorArg& t : tensors) check_tensor_arg(t, device, dtype_size(p.dtype));
 }
 
-void cuda_forward(const FwdParams& p) {
+void cuda_check_kv(const HostFwdParams& p) {
+  check_device_pointer("seqused_k", p.kv.seqused_k, p.device.index);
+}
+
+void cuda_forward(const HostFwdParams& p) {
   DeviceGuard guard(p.device.index);
   FwdKernelParams kp;
   static_cast<FwdParams&>(kp) = p;
   derive_kernel_values(p, kp.rng, kp.scale_log2);
   const auto stream = static_cast<cudaStream_t>(p.stream);
-  const cudaError_t err = on_sm90(p.device.index) && sm90::supports_forward(p) ? sm90::forward(kp, stream)
-                                                                          : sm80::forward(kp, stream);
+  // A KV cache's used keys: the sm80 forward, on Hopper too (its last partial V tile
+  // would meet the unused rows there; docs/kernel_notes.md, session 38).
+  const cudaError_t err = p.kv.seqused_k != nullptr ? sm80::forward_kv(sm80::FwdKvArgs(kp, p.kv.seqused_k), stream)
+                          : on_sm90(p.device.index) && sm90::supports_forward(p) ? sm90::forward(kp, stream)
+                                                                                 : sm80::forward(kp, stream);
   if (err != cudaSuccess)
     throw Error(ErrorKind::runtime, "", "CUDA forward launch failed: " + cuda_message(err));
 }

@@ -10,6 +10,7 @@
 
 #include "kernels/sm80/launch.h"
 #include "kernels/sm80/bwd_tiles.h"
+#include "kernels/sm80/fwd_kv.h"
 #include "kernels/sm80/fwd_rules.h"
 #include "kernels/sm80/tiles.h"
 
@@ -126,14 +127,26 @@ bool hd256_compact_tiles(const FwdParams& p, int head_dim, SmemTier tier) {
   return std::min(p.seqlen_k, left + right + 1) <= kMaxVisibleKeys;
 }
 
-cudaError_t forward(const FwdKernelParams& p, cudaStream_t stream) {
+// The forward kernel for p's head dim, dtype and tier: launch(dim, element, tier constants).
+template <typename Launch>
+cudaError_t forward_with(const FwdParams& p, const Launch& launch) {
   const int bucket = forward_head_dim(p);
   SmemTier tier = device_smem_tier(p.device.index);
   if (hd256_compact_tiles(p, bucket, tier)) tier = SmemTier::compact;
   return run_dtype(p, bucket, [&](auto dim, auto elem) {
-    return with_tier<decltype(dim)::value, fwd_tier_differs>(tier, [&](auto t) {
-      return run_fwd<decltype(dim)::value, decltype(elem), decltype(t)::value>(p, stream);
-    });
+    return with_tier<decltype(dim)::value, fwd_tier_differs>(tier, [&](auto t) { return launch(dim, elem, t); });
+  });
+}
+
+cudaError_t forward(const FwdKernelParams& p, cudaStream_t stream) {
+  return forward_with(p, [&](auto dim, auto elem, auto t) {
+    return run_fwd<decltype(dim)::value, decltype(elem), decltype(t)::value>(p, stream);
+  });
+}
+
+cudaError_t forward_kv(const FwdKvArgs& p, cudaStream_t stream) {
+  return forward_with(p, [&](auto dim, auto elem, auto t) {
+    return run_fwd_kv<decltype(dim)::value, decltype(elem), decltype(t)::value>(p, stream);
   });
 }
 

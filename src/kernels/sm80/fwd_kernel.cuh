@@ -14,6 +14,7 @@
 #include "kernels/common/mask.h"
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/seqlen.h"
+#include "kernels/sm80/fwd_kv.h"
 #include "kernels/sm80/tile_utils.cuh"
 #include "kernels/sm80/traits.h"
 
@@ -72,7 +73,7 @@ constexpr int fwd_k_buffers() {
 
 template <typename Traits, bool kMods>
 __global__ void __launch_bounds__(Traits::kNThreads, 1)
-    fwd_kernel(const __grid_constant__ FwdKernelParams p) {
+    fwd_kernel(const __grid_constant__ FwdKvArgs p) {
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kHeadDim = Traits::kHeadDim;
   using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
@@ -91,7 +92,11 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   constexpr bool kFlatV = kFlatLoads || kTwoK;
 
   const detail::SeqLen sl(p, b);
-  const int seqlen_q = int(sl.seqlen_q), seqlen_k = int(sl.seqlen_k);
+  // A KV cache's used keys (validated on the host only as a device pointer: clamped).
+  // Whole tiles end before them; the last one's rows past them are predicated off
+  // and zero-filled by cp.async, so the unused rows never meet P.
+  const int seqlen_q = int(sl.seqlen_q),
+            seqlen_k = p.seqused_k ? max(0, min(p.seqused_k[b], int(sl.seqlen_k))) : int(sl.seqlen_k);
   const int m0 = m_block * kBlockM;
   if (m0 >= seqlen_q) return;
   int n_block_min, n_block_max;

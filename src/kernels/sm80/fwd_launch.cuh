@@ -18,7 +18,7 @@ constexpr int fwd_smem_bytes() {
 }
 
 template <typename Traits, bool kMods>
-cudaError_t launch_fwd(const FwdKernelParams& p, cudaStream_t stream) {
+cudaError_t launch_fwd(const FwdKvArgs& p, cudaStream_t stream) {
   auto kernel = fwd_kernel<Traits, kMods>;
   constexpr int smem = fwd_smem_bytes<Traits, kMods>();
   if constexpr (smem >= 48 * 1024) {
@@ -36,7 +36,7 @@ cudaError_t launch_fwd(const FwdKernelParams& p, cudaStream_t stream) {
 // Score modifiers (softcap, ALiBi, dropout, a non-positive scale) take the
 // general variant; plain attention folds the scale into exp2.
 template <int kHeadDim, typename Element, SmemTier kTier>
-cudaError_t run_fwd(const FwdKernelParams& p, cudaStream_t stream) {
+cudaError_t run_fwd_kv(const FwdKvArgs& p, cudaStream_t stream) {
   static_assert(kTier == SmemTier::standard || fwd_tier_differs(kHeadDim, kTier),
                 "a tier without tiles of its own runs the standard kernel (no instantiation of its own)");
   constexpr TileConfig c = tile_config(kHeadDim, false, kTier), m = tile_config(kHeadDim, true, kTier);
@@ -46,6 +46,12 @@ cudaError_t run_fwd(const FwdKernelParams& p, cudaStream_t stream) {
                     fwd_smem_bytes<TraitsMods, true>() <= smem_budget(kTier),
                 "tiles over the tier's shared memory");
   return detail::needs_score_mods(p) ? launch_fwd<TraitsMods, true>(p, stream) : launch_fwd<Traits, false>(p, stream);
+}
+
+// Every key of every sequence.
+template <int kHeadDim, typename Element, SmemTier kTier>
+cudaError_t run_fwd(const FwdKernelParams& p, cudaStream_t stream) {
+  return run_fwd_kv<kHeadDim, Element, kTier>(FwdKvArgs(p, nullptr), stream);
 }
 
 }  // namespace flashattn::sm80

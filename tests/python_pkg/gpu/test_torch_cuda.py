@@ -159,8 +159,8 @@ def test_compile_fullgraph_inductor_on_cuda():
 
 def test_kvcache_on_cuda_matches_the_cpu(rng):
     """flash_attn_with_kvcache on CUDA tensors against the same call on CPU tensors, whose
-    results the CPU tests check against float64; until the CUDA backend takes seqused_k,
-    that the refusal comes before any cache write."""
+    results the CPU tests check against float64; a paged cache is refused on CUDA before
+    any cache write."""
     g = torch.Generator().manual_seed(int(rng.integers(1 << 62)))
     B, Hq, Hkv, D, S = 4, 16, 4, 128, 700
     q = torch.randn(B, 3, Hq, D, generator=g).bfloat16()
@@ -173,13 +173,14 @@ def test_kvcache_on_cuda_matches_the_cpu(rng):
     gpu_c = [t.cuda() for t in (kc, vc)]
     out_c, lse_c = ft.flash_attn_with_kvcache(q, *cpu_c, k, v, **kw)
     before = [t.clone() for t in gpu_c]
-    try:
-        out_g, lse_g = ft.flash_attn_with_kvcache(q.cuda(), *gpu_c, k.cuda(), v.cuda(),
-                                                  **{n: (x.cuda() if torch.is_tensor(x) else x) for n, x in kw.items()})
-    except NotImplementedError as e:
-        assert e.argument == "seqused_k"
-        assert all(torch.equal(a, b) for a, b in zip(gpu_c, before)), "a refused call wrote a cache"
-        pytest.skip("the CUDA backend refuses seqused_k (KV caches run on the CPU for now)")
+    on_gpu = {n: (x.cuda() if torch.is_tensor(x) else x) for n, x in kw.items()}
+    pool = [t.reshape(B * S // 100, 100, Hkv, D)[:, :64].contiguous() for t in gpu_c]  # pages of 64
+    table = torch.zeros(B, 11, dtype=torch.int32, device="cuda")  # 704 keys a sequence
+    with pytest.raises(NotImplementedError) as e:
+        ft.flash_attn_with_kvcache(q.cuda(), *pool, k.cuda(), v.cuda(), block_table=table, **on_gpu)
+    assert e.value.argument == "block_table"
+    assert all(torch.equal(a, b) for a, b in zip(gpu_c, before)), "a refused call wrote a cache"
+    out_g, lse_g = ft.flash_attn_with_kvcache(q.cuda(), *gpu_c, k.cuda(), v.cuda(), **on_gpu)
     torch.testing.assert_close(gpu_c[0].cpu(), cpu_c[0], atol=1e-2, rtol=1e-2)  # rotary on either device
     assert torch.equal(gpu_c[1].cpu(), cpu_c[1])
     torch.testing.assert_close(out_g.float().cpu(), out_c.float(), atol=2e-2, rtol=2e-2)

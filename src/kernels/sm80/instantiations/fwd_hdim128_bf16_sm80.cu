@@ -3,4 +3,5 @@
 
 namespace flashattn::sm80 {
 template cudaError_t run_fwd<128, cutlass::bfloat16_t, SmemTier::standard>(const FwdKernelParams&, cudaStream_t);
+template cudaError_t run_fwd_kv<128, cutlass::bfloat16_t, SmemTier::standard>(const FwdKvArgs&, cudaStream_t);
 }  // namespace flashattn::sm80

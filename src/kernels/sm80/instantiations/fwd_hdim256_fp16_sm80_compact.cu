@@ -3,4 +3,5 @@
 
 namespace flashattn::sm80 {
 template cudaError_t run_fwd<256, cutlass::half_t, SmemTier::compact>(const FwdKernelParams&, cudaStream_t);
+template cudaError_t run_fwd_kv<256, cutlass::half_t, SmemTier::compact>(const FwdKvArgs&, cudaStream_t);
 }  // namespace flashattn::sm80
