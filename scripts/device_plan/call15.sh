@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A planned device call (session 39, branch s39-cuda-seqused-k): seqused_k on CUDA through
-# the sm80 forward (kv = the branch's bf16 sm_90a build, packed by hand from build-sm90-f
-# into .devc/kv.tar.xz). The KV-cache cases (CudaKvCache: NaN in the unused rows), the
-# forward suites as regressions, the refusal table, then memcheck / racecheck / initcheck
+# the sm80 forward (kv = the branch's bf16 sm_90a build of head dim 128 only: cmake ...
+# -DFLASHATTN_CUDA_HEAD_DIMS=128 into /tmp/bkv, tests and shim packed by hand into
+# .devc/kv.tar.xz). The KV-cache cases (CudaKvCache: NaN in the unused rows), the forward
+# suites up to head dim 128 as regressions, the refusal table, then memcheck / racecheck
 # on the KV-cache cases.
 # run(command="bash .devc/call15.sh 2>&1 | tee $OUT/call15.log", carry=[".devc"]), about 4 minutes.
 set -uo pipefail
