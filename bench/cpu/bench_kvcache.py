@@ -1,6 +1,7 @@
-"""One decoding step over a partly filled KV cache on the CPU: flashattn.torch's
-flash_attn_with_kvcache beside PyTorch's CPU scaled_dot_product_attention, one process, the
-same threads.
+"""One decoding step over a partly filled KV cache on the CPU (or, with --device cuda, the
+GPU): flashattn.torch's flash_attn_with_kvcache beside PyTorch's scaled_dot_product_attention,
+one process, the same threads. On CUDA every step is timed to its end (synchronised): the
+latency a decoding loop sees.
 
 Each sequence b of the batch holds lens[b] keys of a cache of --cache rows (lengths drawn
 once, uniformly in [cache / 4, cache - 1]); the step writes --new tokens' keys and values
@@ -14,7 +15,8 @@ itemsize / time), the figure that bounds decoding.
 
 Usage (the package installed, PyTorch present):
   python bench/cpu/bench_kvcache.py [--threads N] [--dtypes f32,bf16] [--batches 1,8]
-      [--caches 4096,16384] [--new 1] [--heads 32] [--kv-heads 8] [--hdim 128] [--json FILE]
+      [--caches 4096,16384] [--new 1] [--heads 32] [--kv-heads 8] [--hdim 128] [--page N]
+      [--device cpu|cuda] [--json FILE]
 """
 import argparse
 
@@ -36,6 +38,7 @@ def main():
     ap.add_argument("--kv-heads", type=int, default=8)
     ap.add_argument("--hdim", type=int, default=128)
     ap.add_argument("--page", type=int, default=0, help="flashattn's cache paged in blocks of this many keys (0: not)")
+    ap.add_argument("--device", default="cpu")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--json")
@@ -44,6 +47,17 @@ def main():
     dtypes = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
     h, hk, d, s_new = a.heads, a.kv_heads, a.hdim, a.new
     gen = torch.Generator().manual_seed(0)
+    dev = torch.device(a.device)
+    if a.device != "cpu":  # the CUDA backend computes fp16 / bf16
+        a.dtypes = ",".join(n for n in a.dtypes.split(",") if n != "f32") or "bf16"
+
+    def finished(fn):  # a step, to its end on the device
+        def run():
+            r = fn()
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+            return r
+        return run
 
     rows = []
     print(f"{'dtype':>5} {'B':>3} {'cache':>6} {'used':>7} | {'ours ms':>9} {'torch ms':>9} {'ratio':>6} | "
@@ -54,24 +68,25 @@ def main():
             for sc in (int(x) for x in a.caches.split(",")):
                 # Lengths from their own seed: the same with and without --page.
                 lens = torch.randint(sc // 4, sc - s_new + 1, (b,), dtype=torch.int32,
-                                     generator=torch.Generator().manual_seed(1000 * sc + b))
-                q = torch.randn(b, s_new, h, d, dtype=dt)
-                k_new, v_new = (torch.randn(b, s_new, hk, d, dtype=dt) for _ in range(2))
-                kc, vc = (torch.randn(b, sc, hk, d, dtype=dt) for _ in range(2))
+                                     generator=torch.Generator().manual_seed(1000 * sc + b)).to(dev)
+                q = torch.randn(b, s_new, h, d, dtype=dt, device=dev)
+                k_new, v_new = (torch.randn(b, s_new, hk, d, dtype=dt, device=dev) for _ in range(2))
+                kc, vc = (torch.randn(b, sc, hk, d, dtype=dt, device=dev) for _ in range(2))
                 # The peer's cache: [B, H, S, D], repeated to the query heads.
                 kt, vt = (t.transpose(1, 2).repeat_interleave(h // hk, dim=1).contiguous() for t in (kc, vc))
-                pos = lens.long()[:, None] + torch.arange(s_new)
-                bi = torch.arange(b)[:, None]
+                pos = lens.long()[:, None] + torch.arange(s_new, device=dev)
+                bi = torch.arange(b, device=dev)[:, None]
                 used = (lens + s_new).long()
                 # Bottom-right causal over the used keys: new token t sees keys < lens + t + 1.
-                mask = torch.arange(sc)[None, None, :] < (lens.long()[:, None, None] + torch.arange(s_new)[None, :, None] + 1)
+                mask = torch.arange(sc, device=dev)[None, None, :] < (lens.long()[:, None, None] +
+                                                                      torch.arange(s_new, device=dev)[None, :, None] + 1)
                 mask = mask[:, None]  # [B, 1, new, S]
                 kn_t, vn_t = (t.transpose(1, 2).repeat_interleave(h // hk, dim=1) for t in (k_new, v_new))
 
                 paged = {}
                 if a.page:  # the same caches as shuffled blocks of a pool
                     n = b * sc // a.page
-                    order = torch.randperm(n, generator=gen)
+                    order = torch.randperm(n, generator=gen).to(dev)
                     pk, pv = (t.reshape(n, a.page, hk, d)[torch.argsort(order)].contiguous() for t in (kc, vc))
                     paged = dict(block_table=order.view(b, sc // a.page).to(torch.int32))
 
@@ -95,9 +110,10 @@ def main():
                 diff = (ours().float() - peer().transpose(1, 2).float()).abs().max().item()
                 row = {"dtype": name, "batch": b, "cache": sc, "page": a.page, "new": s_new, "lens": lens.tolist(), "heads": h,
                        "kv_heads": hk, "hdim": d, "max_abs_diff": diff,
-                       "ours_ms": timed(ours, a.warmup, a.repeats), "torch_ms": timed(peer, a.warmup, a.repeats)}
+                       "device": str(dev), "ours_ms": timed(finished(ours), a.warmup, a.repeats),
+                       "torch_ms": timed(finished(peer), a.warmup, a.repeats)}
                 if s_new == 1:
-                    row["torch_sliced_ms"] = timed(peer_sliced, a.warmup, a.repeats)
+                    row["torch_sliced_ms"] = timed(finished(peer_sliced), a.warmup, a.repeats)
                     row["max_abs_diff_sliced"] = (ours().float() - peer_sliced().transpose(1, 2).float()).abs().max().item()
                 kv_bytes = 2 * int(used.sum()) * hk * d * q.element_size()
                 for side in ("ours", "torch"):

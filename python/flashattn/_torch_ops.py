@@ -128,6 +128,14 @@ def _kvcache_fwd(*args, **kwargs):
         raise error(type(e), name, str(e).split(": ", 2)[-1]) from None
 
 
+def _meets(*ts: Tensor) -> bool:
+    """Whether the memory spans of the first two tensors meet those of the others."""
+    def span(t):
+        last = sum((n - 1) * st for n, st in zip(t.shape, t.stride())) if t.numel() else -1
+        return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
+    return any(a0 < b1 and b0 < a1 for a0, a1 in map(span, ts[:2]) for b0, b1 in map(span, ts[2:]))
+
+
 def _fwd_kvcache_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, k_new: Optional[Tensor],
                       v_new: Optional[Tensor], cache_seqlens: Tensor, cache_rows: Optional[Tensor],
                       block_table: Optional[Tensor], softmax_scale: float, causal: bool,
@@ -162,19 +170,22 @@ def _fwd_kvcache_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, k_new: Option
                      window_right, softcap, _opt(alibi_slopes), 0.0, 0, 0, "auto", 0, _stream(q),
                      seqused_k=_dl(used), block_table=_opt(block_table), **extra)
 
-    if (cache_rows is None and not q.is_cuda and k_cache.stride(-1) == 1 and v_cache.stride(-1) == 1
+    if (cache_rows is None and k_cache.stride(-1) == 1 and v_cache.stride(-1) == 1
             and not (k_cache.requires_grad or v_cache.requires_grad)):
         # One call: the library checks everything, writes the new rows into the caches, attends.
         kc, vc = (k_cache, v_cache) if block_table is not None else (k_cache[:batch], v_cache[:batch])
-        call(kc, vc, **({} if k_new is None else dict(k_new=_dl(_c(k_new)), v_new=_dl(_c(v_new)))))
+        if k_new is not None:
+            k_new, v_new = _c(k_new), _c(v_new)
+            if q.is_cuda and _meets(k_new, v_new, k_cache, v_cache):  # a GPU copies them with no stage
+                k_new, v_new = k_new.clone(), v_new.clone()
+        call(kc, vc, **({} if k_new is None else dict(k_new=_dl(k_new), v_new=_dl(v_new))))
         if k_new is not None:  # written behind autograd's back: what saved them must see it
             torch.autograd.graph.increment_version(k_cache)
             torch.autograd.graph.increment_version(v_cache)
         return out, lse
 
-    # cache_batch_idx, CUDA tensors (the library writes host caches only), caches with a
-    # strided last dim or that require grad (PyTorch refuses the write): checked by the
-    # library, written here.
+    # cache_batch_idx, caches with a strided last dim or that require grad (PyTorch refuses
+    # the write): checked by the library, written here.
     def caches(gather):
         if block_table is not None:
             return _c(k_cache), _c(v_cache)

@@ -9,8 +9,8 @@ values. Differences:
     materialised (flash_attn returns them only with dropout, for testing).
   * Dropout draws its seed from PyTorch's default CPU generator, so torch.manual_seed
     makes it reproducible. A captured CUDA graph replays the seed it was captured with.
-  * flash_attn_with_kvcache runs on CPU and CUDA tensors; a paged cache (pages of a
-    multiple of 64 keys) on CPU tensors only (CUDA raises NotImplementedError).
+  * flash_attn_with_kvcache runs on CPU and CUDA tensors, paged caches (pages of a
+    multiple of 64 keys) included.
     flash_attn_varlen_func's block_table is not supported.
   * CPU tensors run too (fp32, fp16, bf16); CUDA needs fp16/bf16 and head dims that are
     multiples of 8 (flash_attn pads other head dims; flashattn refuses them).
@@ -151,12 +151,11 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     first B of B_cache); cache_batch_idx (int [B]) picks each sequence's cache (this copies
     the picked caches per call). Masks align at the end of the used keys. Returns out
     [B, Sq, Hq, Dv], or (out, softmax_lse [B, Hq, Sq]). num_splits is accepted and
-    ignored (the library picks its own key splits). With block_table (int32 [B, max_blocks],
-    CPU tensors) the caches are pools [num_blocks, page_size, Hkv, D] (page_size a multiple
+    ignored (the library picks its own key splits). With block_table (int32 [B, max_blocks])
+    the caches are pools [num_blocks, page_size, Hkv, D] (page_size a multiple
     of 64) and key j of sequence b is row j % page_size of block block_table[b, j //
     page_size]. Every argument is checked before a cache is written. Inference only: no
-    gradients flow through it. cache_leftpad raises NotImplementedError, and so does
-    block_table with CUDA tensors (paged caches run on the CPU backends for now).
+    gradients flow through it. cache_leftpad raises NotImplementedError.
     """
     if cache_leftpad is not None:
         raise _error(NotImplementedError, "cache_leftpad", "left-padded caches are not supported")

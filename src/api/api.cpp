@@ -76,8 +76,8 @@ void check_backend(const FwdParams& p, bool backward) {
   }
 }
 
-// A KV cache on cuda: seqused_k runs (the sm80 forward reads it on the device); a paged
-// cache and new rows were refused by validation.
+// A KV cache on cuda: its device pointers and new rows (the sm80 forward reads the
+// lengths and the table on the device, kv_append writes the rows).
 void check_backend(const detail::HostFwdParams& p) {
   check_backend(static_cast<const FwdParams&>(p), false);
 #if defined(FLASHATTN_WITH_CUDA)
@@ -126,8 +126,10 @@ void run_host_params(const detail::HostFwdParams& params) {
   check_backend(params);
   HostLengths lengths;
   const detail::HostFwdParams p = lengths.own(params);
-  if (p.backend != Backend::cuda) detail::write_new_kv(p);  // CUDA refused the cache above
-  if (p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0) return;  // nothing to compute
+  if (p.backend != Backend::cuda) {  // CUDA writes the new rows on its stream
+    detail::write_new_kv(p);
+    if (p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0) return;  // nothing to compute
+  }
   switch (p.backend) {
     case Backend::reference: return detail::reference_forward(p);
     case Backend::cpu: return detail::cpu_forward(p);

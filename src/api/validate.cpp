@@ -63,6 +63,20 @@ void check_non_overlapping(const char* name, const TensorView& t) {
   }
 }
 
+// Whether the bytes two tensors span (first to last element) meet.
+bool memory_overlaps(const TensorView& a, const TensorView& b) {
+  if (a.numel() == 0 || b.numel() == 0) return false;
+  auto span = [](const TensorView& t) {
+    int64_t last = 0;
+    for (int d = 0; d < t.ndim; ++d) last += (t.shape[d] - 1) * t.stride[d];
+    const auto* begin = static_cast<const char*>(t.data);
+    return std::pair<const char*, const char*>{begin, begin + (last + 1) * dtype_size(t.dtype)};
+  };
+  const auto [a0, a1] = span(a);
+  const auto [b0, b1] = span(b);
+  return a0 < b1 && b0 < a1;
+}
+
 void check_dim(const char* name, const TensorView& t, int d, int64_t expected, const char* what,
                const char* layout) {
   if (t.shape[d] != expected)
@@ -328,7 +342,9 @@ void set_seqused_k(HostFwdParams& p, const Options& opt, const TensorView& q) {
   p.kv.given = true;
 }
 
-// block_table (shapes checked in check_qkvo): on the host, the entries too.
+// block_table (shapes checked in check_qkvo): on the host, the entries too. A table in
+// device memory is not read here (that would synchronise the stream): the kernels clamp
+// its entries into the pool.
 void set_block_table(HostFwdParams& p, const Options& opt, const TensorView& q, const TensorView& k) {
   if (!opt.block_table) return;
   const TensorView& t = *opt.block_table;
@@ -351,9 +367,6 @@ void set_kv_new(HostFwdParams& p, const Options& opt, const TensorView& q, const
     fail(ErrorKind::value, opt.k_new ? "v_new" : "k_new", "k_new and v_new are given together or not at all");
   if (p.is_varlen())
     fail(ErrorKind::unsupported, "k_new", "new keys and values take batched input, not packed");
-  if (p.backend == Backend::cuda)
-    fail(ErrorKind::unsupported, "k_new",
-         "is not supported on the cuda backend yet: write the new rows into the cache, then call with seqused_k");
   if (!opt.seqused_k)
     fail(ErrorKind::value, "k_new",
          "needs seqused_k: sequence b's new keys become its keys seqused_k[b] - S_new .. seqused_k[b] - 1");
@@ -383,6 +396,15 @@ void set_kv_new(HostFwdParams& p, const Options& opt, const TensorView& q, const
                  std::to_string(rows) + " new keys of k_new it ends with");
   check_non_overlapping("k", k);
   check_non_overlapping("v", v);
+  // On a GPU the rows are copied by many threads at once, with no stage in between: rows
+  // that share memory with a cache could be overwritten before they are read.
+  if (q.device.type != DeviceType::cpu)
+    for (const auto& [name, t] : {std::pair<const char*, const TensorView&>{"k_new", kn}, {"v_new", vn}})
+      for (const TensorView* c : {&k, &v})
+        if (memory_overlaps(t, *c))
+          fail(ErrorKind::unsupported, name,
+               std::string("shares memory with ") + (c == &k ? "k" : "v") +
+                   ", the cache it is written into; on a GPU the new rows must be a tensor of their own");
   p.kv.k_new = {kn.data, kn.stride[0], kn.stride[1], kn.stride[2]};
   p.kv.v_new = {vn.data, vn.stride[0], vn.stride[1], vn.stride[2]};
   p.kv.new_rows = rows;
@@ -476,9 +498,6 @@ HostFwdParams make_fwd_params(const TensorView& q, const TensorView& k, const Te
                               const Options& options) {
   Shapes s;
   HostFwdParams p;
-  if (options.block_table && resolve_backend(options.backend, q.device) == Backend::cuda)
-    fail(ErrorKind::unsupported, "block_table",
-         "is not supported on the cuda backend yet (paged caches run on the CPU backends)");
   static_cast<FwdParams&>(p) = fill_common(q, k, v, out, varlen, options, s);
   set_seqused_k(p, options, q);
   set_block_table(p, options, q, k);

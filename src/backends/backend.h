@@ -17,7 +17,8 @@ void cpu_backward(const BwdParams& p);
 
 #if defined(FLASHATTN_WITH_CUDA)
 void cuda_check(const FwdParams& p, bool backward);
-// A KV cache's device pointers (after cuda_check): seqused_k in the call's device memory.
+// A KV cache (after cuda_check): seqused_k, block_table, k_new / v_new in the call's
+// device memory, the new rows 16-byte aligned.
 void cuda_check_kv(const HostFwdParams& p);
 void cuda_forward(const HostFwdParams& p);
 void cuda_backward(const BwdParams& p);

@@ -1,5 +1,6 @@
-// What the host backends take beyond FwdParams: a KV cache's used lengths and paged
-// blocks (flashattn::forward validates them; the CUDA backend refuses them). Kept out of
+// What the backends take beyond FwdParams: a KV cache's used lengths, paged blocks and
+// new rows (flashattn::forward validates them; on CUDA only the sm80 forward reads them,
+// src/kernels/sm80/fwd_kv.h, and kv_append.cu writes the new rows). Kept out of
 // FwdParams and SeqLen, which every CUDA kernel includes: a change there recompiles all
 // of them, about 40 minutes on CI's two cores.
 #pragma once

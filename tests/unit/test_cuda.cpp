@@ -8,13 +8,16 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "cases.h"
+#include "kvcache_util.h"
 #include "flashattn/numeric.h"
 #include "kernels/sm80/launch.h"
 #include "kernels/sm80/bwd_tiles.h"
@@ -109,6 +112,106 @@ TEST_P(CudaKvCache, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SequsedK, CudaKvCache, ::testing::ValuesIn(on_cuda(low_precision(kvcache_cases()))), CaseParamName());
+
+// Whether this build has a kernel for the head dim and dtype (FLASHATTN_CUDA_HEAD_DIMS /
+// FLASHATTN_CUDA_DTYPES): the KV-cache tests below skip the others.
+bool cuda_builds(DType dt, int64_t dqk, int64_t dv) {
+  fa::FwdParams p;
+  p.dtype = dt;
+  p.head_dim_qk = dqk;
+  p.head_dim_v = dv;
+  return flashattn::sm80::forward_head_dim(p) != 0;
+}
+
+// A paged cache on cuda gives the batched cache's bits (CudaKvCache checks those against
+// the reference): the same sm80 kernel and tiles, only the rows' addresses differ. The
+// pool's unused blocks and rows hold NaN, the table's unused entries -1.
+TEST(CudaKvCachePaged, SameAsTheBatchedCache) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const std::vector<Case> cases = {
+      Case("paged_decode_gqa").batch(3).seq(1, 512).heads(16, 2).dims(128, 128).used({1, 200, 512}),
+      Case("paged_decode_window_softcap").batch(2).seq(4, 384).heads(4, 4).dims(128, 128).causal_mask()
+          .win(70, 0).cap(20.f).used({300, 129}),
+      Case("paged_prefill_causal_alibi").batch(2).seq(100, 256).heads(2, 1).dims(64, 64).causal_mask()
+          .slopes(Alibi::per_head).used({256, 130}),
+      Case("paged_prefill_dv").batch(2).seq(70, 256).heads(2, 2).dims(128, 64).used({0, 255}),
+      Case("paged_every_key").batch(2).seq(2, 256).heads(4, 2).dims(128, 128).used({256, 256}),
+  };
+  int ran = 0;
+  for (const Case& base : cases)
+    for (DType dt : {DType::bf16, DType::f16}) {
+      if (!cuda_builds(dt, base.Dqk, base.Dv)) continue;
+      const Problem p = make_problem(Case(base).type(dt));
+      const HostTensor want = kv_forward(p, cuda_target(), nullptr, 0);
+      for (int64_t page : {64, 128, 256}) {
+        if (base.Sk % page != 0) continue;
+        SCOPED_TRACE(::testing::Message() << base.name << " " << short_name(dt) << " page " << page);
+        const Paged pg = page_out(p, page);
+        // Every key used: the paged call without seqused_k (the block table alone).
+        const bool every = base.name == "paged_every_key";
+        EXPECT_TRUE(bitwise_equal(kv_forward(p, cuda_target(), &pg, 0, !every), want));
+        ++ran;
+      }
+    }
+  if (ran == 0) GTEST_SKIP() << "no case's head dim and dtype in this build";
+}
+
+// k_new / v_new on cuda: the step's rows written into the cache (batched, or a pool) on
+// the call's stream, then attended to: the caches equal the filled ones bit for bit
+// (guards included) and out equals the forward over them.
+TEST(CudaKvCacheAppend, WritesTheStepAndAttendsToIt) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const std::vector<Case> cases = {
+      Case("append_decode").batch(3).seq(1, 256).heads(16, 2).dims(128, 128).used({3, 100, 256}),
+      Case("append_causal_alibi").batch(2).seq(3, 128).heads(4, 1).dims(64, 64).causal_mask()
+          .slopes(Alibi::per_head).used({70, 128}),
+      Case("append_prefill_dv").batch(2).seq(80, 192).heads(2, 2).dims(128, 64).causal_mask().used({80, 150}),
+  };
+  int ran = 0;
+  for (const Case& base : cases)
+    for (DType dt : {DType::bf16, DType::f16}) {
+      if (!cuda_builds(dt, base.Dqk, base.Dv)) continue;
+      for (int64_t s_new : {1, 3}) {
+        const Problem p = make_problem(Case(base).type(dt));
+        SCOPED_TRACE(::testing::Message() << base.name << " " << short_name(dt) << " S_new " << s_new);
+        Step s = take_last_rows(p, s_new);
+        const HostTensor got = kv_step(p, cuda_target(), s, s.k_cache, s.v_cache, nullptr, 0);
+        EXPECT_TRUE(bitwise_equal(s.k_cache, p.k) && bitwise_equal(s.v_cache, p.v)) << "batched cache";
+        EXPECT_TRUE(bitwise_equal(got, kv_forward(p, cuda_target(), nullptr, 0))) << "batched out";
+        const Paged full = page_out(p, 64);
+        Step again = take_last_rows(p, s_new);
+        Problem holed = p;
+        holed.k = again.k_cache;
+        holed.v = again.v_cache;
+        Paged pg = page_out(holed, 64);
+        const HostTensor got_paged = kv_step(p, cuda_target(), again, pg.k, pg.v, &pg.table, 0);
+        EXPECT_TRUE(bitwise_equal(pg.k, full.k) && bitwise_equal(pg.v, full.v)) << "pool";
+        EXPECT_TRUE(bitwise_equal(got_paged, kv_forward(p, cuda_target(), &full, 0))) << "paged out";
+        ++ran;
+      }
+    }
+  if (ran == 0) GTEST_SKIP() << "no case's head dim and dtype in this build";
+}
+
+// Values in device memory that the host does not read (it would have to synchronise): a
+// table entry outside the pool is clamped into it, and new rows with no place (seqused_k
+// below S_new) are skipped. Wrong answers, but no fault and no error (memcheck runs this).
+TEST(CudaKvCache, UncheckedDeviceValuesStayInBounds) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  if (!cuda_builds(DType::bf16, 128, 128)) GTEST_SKIP() << "no bf16 head dim 128 kernel in this build";
+  Problem p = make_problem(Case("unchecked").batch(2).seq(1, 128).heads(2, 1).dims(128, 128).used({2, 128})
+                               .type(DType::bf16));
+  Paged pg = page_out(p, 64);
+  pg.table.set(0, 9999);  // sequence 0's block 0
+  pg.table.set(3, -7);    // sequence 1's block 1
+  EXPECT_NO_THROW(kv_forward(p, cuda_target(), &pg, 0));
+  Step s = take_last_rows(p, 2);
+  p.used_k->set(0, 1);  // sequence 0: the first new row has no place
+  HostTensor kc = s.k_cache, vc = s.v_cache;
+  EXPECT_NO_THROW(kv_step(p, cuda_target(), s, kc, vc, nullptr, 0));
+  EXPECT_NO_THROW(kv_step(p, cuda_target(), s, pg.k, pg.v, &pg.table, 0));
+  cuda_ok(cudaDeviceSynchronize(), "after the calls");
+}
 INSTANTIATE_TEST_SUITE_P(Lengths, CudaForward, ::testing::ValuesIn(on_cuda(low_precision(length_cases()))), CaseParamName());
 INSTANTIATE_TEST_SUITE_P(Special, CudaForward, ::testing::ValuesIn(on_cuda(low_precision(special_cases()))), CaseParamName());
 INSTANTIATE_TEST_SUITE_P(Masks, CudaForward, ::testing::ValuesIn(on_cuda(low_precision(mask_cases()))), CaseParamName());

@@ -230,14 +230,9 @@ std::vector<ErrorCase> error_cases() {
       {"seqused_k_above_rows", kFwdAll, [](Fix& f) { f.used.set(1, Fix::Sk + 1); f.opt.seqused_k = f.used.view(); }, kValue, "seqused_k"},
       {"seqused_k_negative", kFwdAll, [](Fix& f) { f.used.set(0, -1); f.opt.seqused_k = f.used.view(); }, kValue, "seqused_k"},
       {"seqused_k_above_sequence", kFwdPacked, [](Fix& f) { f.used.set(1, 3); f.opt.seqused_k = f.used.view(); }, kValue, "seqused_k"},
-      // A paged cache and new rows run on the host backends: refused on cuda by name,
-      // with or without a GPU (seqused_k alone runs there: test_cuda.cpp's CudaKvCache).
-      {"block_table_on_cuda", kFwd, [](Fix& f) {
-         f.all_on(kCuda0); f.opt.backend = fa::Backend::cuda;
-         auto u = f.used.view(); u.device = kCuda0; f.opt.seqused_k = u;
-         auto t = f.table.view(); t.device = kCuda0; f.opt.block_table = t;
-       }, ErrorKind::unsupported, "block_table"},
-      {"k_new_on_cuda", kFwd, [](Fix& f) {
+      // New rows that share memory with the cache they go into: refused on cuda by name (a
+      // GPU copies them with no stage in between), with or without a GPU.
+      {"k_new_sharing_the_cache_on_cuda", kFwd, [](Fix& f) {
          f.all_on(kCuda0); f.opt.backend = fa::Backend::cuda;
          auto u = f.used.view(); u.device = kCuda0; f.opt.seqused_k = u;
          fa::TensorView kn = f.K, vn = f.V;

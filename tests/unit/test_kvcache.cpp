@@ -9,7 +9,7 @@
 #include <cstring>
 #include <random>
 
-#include "cases.h"
+#include "kvcache_util.h"
 
 namespace fatest {
 namespace {
@@ -78,50 +78,9 @@ namespace fatest {
 namespace {
 
 // A paged KV cache (block_table): the same keys and values as a batched cache, stored in
-// blocks of a pool in shuffled order, give what the batched cache gives. The pool's
-// unused blocks and the rows past the used keys hold NaN, and the table's entries past
-// the used blocks are -1.
-struct Paged {
-  HostTensor k, v, table;
-};
-
-Paged page_out(const Problem& p, int64_t page) {
-  const Case& c = p.c;
-  const int64_t max_blocks = c.Sk / page, pool = p.B * max_blocks + 3;
-  Paged r{make_tensor(c.dtype, {pool, page, c.Hkv, c.Dqk}), make_tensor(c.dtype, {pool, page, c.Hkv, c.Dv}),
-          make_tensor(DType::i32, {p.B, max_blocks})};
-  for (HostTensor* t : {&r.k, &r.v})
-    for (int64_t e = 0; e < t->numel(); ++e) t->set(e, kNaN);
-  std::vector<int64_t> ids(static_cast<size_t>(pool));
-  for (int64_t i = 0; i < pool; ++i) ids[static_cast<size_t>(i)] = i;
-  std::shuffle(ids.begin(), ids.end(), std::mt19937_64(pool * 31 + page));
-  int64_t next = 0;
-  for (int64_t b = 0; b < p.B; ++b)
-    for (int64_t i = 0; i < max_blocks; ++i) {
-      const bool used = i * page < p.len_k[b];
-      const int64_t id = used ? ids[static_cast<size_t>(next++)] : -1;
-      r.table.set(b * max_blocks + i, static_cast<double>(id));
-      if (!used) continue;
-      for (int64_t j = i * page; j < std::min((i + 1) * page, p.len_k[b]); ++j)
-        for (int64_t hk = 0; hk < c.Hkv; ++hk) {
-          const int64_t src = (b * c.Sk + j) * c.Hkv + hk, dst = (id * page + j % page) * c.Hkv + hk;
-          for (int64_t x = 0; x < c.Dqk; ++x) r.k.set(dst * c.Dqk + x, p.k.get(src * c.Dqk + x));
-          for (int64_t x = 0; x < c.Dv; ++x) r.v.set(dst * c.Dv + x, p.v.get(src * c.Dv + x));
-        }
-    }
-  return r;
-}
-
+// blocks of a pool in shuffled order (page_out), give what the batched cache gives.
 HostTensor forward_out(const Problem& p, const fa::Backend backend, const Paged* paged, int threads) {
-  HostTensor out = make_tensor(p.c.dtype, p.out_shape());
-  fa::Options opt = p.options(host_target("t", backend));
-  opt.num_threads = threads;
-  if (p.alibi) opt.alibi_slopes = p.alibi->view();
-  if (p.used_k) opt.seqused_k = p.used_k->view();
-  if (paged != nullptr) opt.block_table = paged->table.view();
-  fa::forward(p.q.view(), paged ? paged->k.view() : p.k.view(), paged ? paged->v.view() : p.v.view(), out.view(),
-              nullptr, opt);
-  return out;
+  return kv_forward(p, host_target("t", backend), paged, threads);
 }
 
 TEST(KvCachePaged, SameAsTheBatchedCache) {
@@ -200,41 +159,9 @@ namespace {
 // arrive in k_new / v_new: the call must write them there (the cache then equals the
 // filled one, bit for bit, guards and gaps included) and attend as over the filled
 // cache (the same bits). Batched and paged, every host backend.
-struct Step {
-  HostTensor k_cache, v_cache, k_new, v_new;
-};
-
-Step take_last_rows(const Problem& p, int64_t s_new) {
-  const Case& c = p.c;
-  Step s{p.k, p.v, make_tensor(c.dtype, {p.B, s_new, c.Hkv, c.Dqk}), make_tensor(c.dtype, {p.B, s_new, c.Hkv, c.Dv})};
-  for (int64_t b = 0; b < p.B; ++b)
-    for (int64_t i = 0; i < s_new; ++i)
-      for (int64_t hk = 0; hk < c.Hkv; ++hk) {
-        const int64_t src = (b * c.Sk + p.len_k[b] - s_new + i) * c.Hkv + hk, dst = (b * s_new + i) * c.Hkv + hk;
-        for (int64_t x = 0; x < c.Dqk; ++x) {
-          s.k_new.set(dst * c.Dqk + x, p.k.get(src * c.Dqk + x));
-          s.k_cache.set(src * c.Dqk + x, kNaN);
-        }
-        for (int64_t x = 0; x < c.Dv; ++x) {
-          s.v_new.set(dst * c.Dv + x, p.v.get(src * c.Dv + x));
-          s.v_cache.set(src * c.Dv + x, kNaN);
-        }
-      }
-  return s;
-}
-
 HostTensor step_out(const Problem& p, fa::Backend backend, const Step& s, HostTensor& kc, HostTensor& vc,
                     const HostTensor* table, int threads) {
-  HostTensor out = make_tensor(p.c.dtype, p.out_shape());
-  fa::Options opt = p.options(host_target("t", backend));
-  opt.num_threads = threads;
-  if (p.alibi) opt.alibi_slopes = p.alibi->view();
-  opt.seqused_k = p.used_k->view();
-  if (table != nullptr) opt.block_table = table->view();
-  opt.k_new = s.k_new.view();
-  opt.v_new = s.v_new.view();
-  fa::forward(p.q.view(), kc.view(), vc.view(), out.view(), nullptr, opt);
-  return out;
+  return kv_step(p, host_target("t", backend), s, kc, vc, table, threads);
 }
 
 TEST(KvCacheAppend, WritesTheStepAndAttendsToIt) {

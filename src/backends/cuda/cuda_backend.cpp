@@ -7,12 +7,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cuda/kv_append.h"
 #include "backends/env.h"
 #include "flashattn/error.h"
 #include "kernels/common/kernel_params.h"
@@ -157,6 +159,28 @@ cudaMemPool_t scratch_pool(int device) {
   return pools[device];
 }
 
+// The kv_append kernel's arguments for p's new rows (validated: batched, seqused_k given).
+KvAppend append_args(const HostFwdParams& p) {
+  const KvCache& kv = p.kv;
+  const int64_t elem = dtype_size(p.dtype);
+  KvAppend a{};
+  a.side[0] = {const_cast<void*>(p.k), kv.k_new.data, p.k_batch_stride, p.k_row_stride, p.k_head_stride,
+               kv.k_new.batch_stride, kv.k_new.row_stride, kv.k_new.head_stride, int(p.head_dim_qk * elem)};
+  a.side[1] = {const_cast<void*>(p.v), kv.v_new.data, p.v_batch_stride, p.v_row_stride, p.v_head_stride,
+               kv.v_new.batch_stride, kv.v_new.row_stride, kv.v_new.head_stride, int(p.head_dim_v * elem)};
+  a.element_bytes = int(elem);
+  a.batch = int(p.batch);
+  a.new_rows = int(kv.new_rows);
+  a.heads_kv = int(p.heads_kv);
+  a.seqlen_k = int(p.seqlen_k);
+  a.seqused_k = kv.seqused_k;
+  a.block_table = kv.block_table;
+  a.block_table_stride = kv.block_table_stride;
+  a.page_size = int(kv.page_size);
+  a.num_blocks = int(kv.num_blocks);
+  return a;
+}
+
 }  // namespace
 
 int cuda_device_count() {
@@ -221,7 +245,18 @@ void cuda_check(const FwdParams& p, bool backward) {
 }
 
 void cuda_check_kv(const HostFwdParams& p) {
-  check_device_pointer("seqused_k", p.kv.seqused_k, p.device.index);
+  const KvCache& kv = p.kv;
+  check_device_pointer("seqused_k", kv.seqused_k, p.device.index);
+  check_device_pointer("block_table", kv.block_table, p.device.index);
+  if (kv.paged && kv.num_blocks > std::numeric_limits<int32_t>::max())
+    throw Error(ErrorKind::value, "k", "pools of 2^31 blocks or more are not supported on cuda, got " +
+                                           std::to_string(kv.num_blocks));
+  if (kv.new_rows == 0) return;
+  const int64_t elem = dtype_size(p.dtype);
+  check_tensor_arg({"k_new", kv.k_new.data, kv.k_new.batch_stride, kv.k_new.row_stride, kv.k_new.head_stride},
+                   p.device.index, elem);
+  check_tensor_arg({"v_new", kv.v_new.data, kv.v_new.batch_stride, kv.v_new.row_stride, kv.v_new.head_stride},
+                   p.device.index, elem);
 }
 
 void cuda_forward(const HostFwdParams& p) {
@@ -230,11 +265,26 @@ void cuda_forward(const HostFwdParams& p) {
   static_cast<FwdParams&>(kp) = p;
   derive_kernel_values(p, kp.rng, kp.scale_log2);
   const auto stream = static_cast<cudaStream_t>(p.stream);
-  // A KV cache's used keys: the sm80 forward, on Hopper too (its last partial V tile
-  // would meet the unused rows there; docs/kernel_notes.md, session 38).
-  const cudaError_t err = p.kv.seqused_k != nullptr ? sm80::forward_kv(sm80::FwdKvArgs(kp, p.kv.seqused_k), stream)
-                          : on_sm90(p.device.index) && sm90::supports_forward(p) ? sm90::forward(kp, stream)
-                                                                                 : sm80::forward(kp, stream);
+  const KvCache& kv = p.kv;
+  if (kv.new_rows > 0) {  // the step's rows first, on the same stream
+    const cudaError_t err = kv_append(append_args(p), stream);
+    if (err != cudaSuccess)
+      throw Error(ErrorKind::runtime, "", "CUDA launch writing k_new / v_new failed: " + cuda_message(err));
+  }
+  if (p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0) return;  // nothing to attend
+  // A KV cache (used keys, blocks): the sm80 forward, on Hopper too (its last partial V
+  // tile would meet the unused rows there; docs/kernel_notes.md, session 38).
+  cudaError_t err;
+  if (kv.seqused_k != nullptr || kv.block_table != nullptr) {
+    sm80::FwdKvArgs a(kp, kv.seqused_k);
+    a.block_table = kv.block_table;
+    a.block_table_stride = kv.block_table_stride;
+    a.page_size = int(kv.page_size);
+    a.num_blocks = int(kv.num_blocks);
+    err = sm80::forward_kv(a, stream);
+  } else {
+    err = on_sm90(p.device.index) && sm90::supports_forward(p) ? sm90::forward(kp, stream) : sm80::forward(kp, stream);
+  }
   if (err != cudaSuccess)
     throw Error(ErrorKind::runtime, "", "CUDA forward launch failed: " + cuda_message(err));
 }

@@ -115,15 +115,28 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   const int q_rs = int(p.q_row_stride), k_rs = int(p.k_row_stride), v_rs = int(p.v_row_stride),
             o_rs = int(p.o_row_stride);
   const auto* q_base = static_cast<const Element*>(p.q) + sl.q_row(b, p.q_batch_stride, p.q_row_stride, p.q_head_stride, h, m0);
-  const auto* k_base = static_cast<const Element*>(p.k) + sl.k_row(b, p.k_batch_stride, p.k_row_stride, p.k_head_stride, hk, 0);
-  const auto* v_base = static_cast<const Element*>(p.v) + sl.k_row(b, p.v_batch_stride, p.v_row_stride, p.v_head_stride, hk, 0);
+  // A paged cache: each tile's block comes from this sequence's row of the table (an
+  // entry outside the pool, which the host cannot check in device memory, is clamped
+  // into it); the bases then hold the head only.
+  const int32_t* blocks = p.block_table ? p.block_table + b * p.block_table_stride : nullptr;
+  const auto* k_base = static_cast<const Element*>(p.k) +
+                       (blocks ? hk * p.k_head_stride : sl.k_row(b, p.k_batch_stride, p.k_row_stride, p.k_head_stride, hk, 0));
+  const auto* v_base = static_cast<const Element*>(p.v) +
+                       (blocks ? hk * p.v_head_stride : sl.k_row(b, p.v_batch_stride, p.v_row_stride, p.v_head_stride, hk, 0));
   auto* o_base = static_cast<Element*>(p.out) + sl.q_row(b, p.o_batch_stride, p.o_row_stride, p.o_head_stride, h, m0);
+  // Offset of key tile n_block's first row from k_base / v_base.
+  auto tile_row0 = [&](int n_block, int64_t batch_stride, int64_t row_stride) {
+    const int j = n_block * kBlockN;
+    if (blocks == nullptr) return int64_t(j) * row_stride;
+    const int block = min(max(blocks[j / p.page_size], 0), p.num_blocks - 1);
+    return int64_t(block) * batch_stride + int64_t(j % p.page_size) * row_stride;
+  };
   auto k_tile = [&](int n_block) {
-    return make_tensor(make_gmem_ptr(k_base + int64_t(n_block) * kBlockN * p.k_row_stride), TileKV{},
+    return make_tensor(make_gmem_ptr(k_base + tile_row0(n_block, p.k_batch_stride, p.k_row_stride)), TileKV{},
                        make_stride(k_rs, _1{}));
   };
   auto v_tile = [&](int n_block) {
-    return make_tensor(make_gmem_ptr(v_base + int64_t(n_block) * kBlockN * p.v_row_stride), TileKV{},
+    return make_tensor(make_gmem_ptr(v_base + tile_row0(n_block, p.v_batch_stride, p.v_row_stride)), TileKV{},
                        make_stride(v_rs, _1{}));
   };
   Tensor gQ = make_tensor(make_gmem_ptr(q_base), TileQ{}, make_stride(q_rs, _1{}));

@@ -159,29 +159,45 @@ def test_compile_fullgraph_inductor_on_cuda():
 
 def test_kvcache_on_cuda_matches_the_cpu(rng):
     """flash_attn_with_kvcache on CUDA tensors against the same call on CPU tensors, whose
-    results the CPU tests check against float64; a paged cache is refused on CUDA before
-    any cache write."""
+    results the CPU tests check against float64: batched caches, a paged pool, picked
+    caches (cache_batch_idx), and new rows that are views of the cache itself."""
     g = torch.Generator().manual_seed(int(rng.integers(1 << 62)))
-    B, Hq, Hkv, D, S = 4, 16, 4, 128, 700
+    B, Hq, Hkv, D, S = 4, 16, 4, 128, 704
     q = torch.randn(B, 3, Hq, D, generator=g).bfloat16()
     kc, vc = (torch.randn(B, S, Hkv, D, generator=g).bfloat16() for _ in range(2))
     k, v = (torch.randn(B, 3, Hkv, D, generator=g).bfloat16() for _ in range(2))
     lens = torch.tensor([0, 1, 300, 697], dtype=torch.int32)
     ang = torch.rand(S, 32, generator=g) * 6.3
     kw = dict(cache_seqlens=lens, causal=True, rotary_cos=ang.cos(), rotary_sin=ang.sin(), return_softmax_lse=True)
-    cpu_c = [t.clone() for t in (kc, vc)]
-    gpu_c = [t.cuda() for t in (kc, vc)]
-    out_c, lse_c = ft.flash_attn_with_kvcache(q, *cpu_c, k, v, **kw)
-    before = [t.clone() for t in gpu_c]
     on_gpu = {n: (x.cuda() if torch.is_tensor(x) else x) for n, x in kw.items()}
-    pool = [t.reshape(B * S // 100, 100, Hkv, D)[:, :64].contiguous() for t in gpu_c]  # pages of 64
-    table = torch.zeros(B, 11, dtype=torch.int32, device="cuda")  # 704 keys a sequence
-    with pytest.raises(NotImplementedError) as e:
-        ft.flash_attn_with_kvcache(q.cuda(), *pool, k.cuda(), v.cuda(), block_table=table, **on_gpu)
-    assert e.value.argument == "block_table"
-    assert all(torch.equal(a, b) for a, b in zip(gpu_c, before)), "a refused call wrote a cache"
-    out_g, lse_g = ft.flash_attn_with_kvcache(q.cuda(), *gpu_c, k.cuda(), v.cuda(), **on_gpu)
-    torch.testing.assert_close(gpu_c[0].cpu(), cpu_c[0], atol=1e-2, rtol=1e-2)  # rotary on either device
-    assert torch.equal(gpu_c[1].cpu(), cpu_c[1])
-    torch.testing.assert_close(out_g.float().cpu(), out_c.float(), atol=2e-2, rtol=2e-2)
-    torch.testing.assert_close(lse_g.cpu(), lse_c, atol=1e-3, rtol=1e-3)
+
+    def both(cpu_caches, **extra):  # the same call on CPU and CUDA: (out, lse, caches) of each
+        gpu_caches = [t.cuda() for t in cpu_caches]
+        gx = {n: (x.cuda() if torch.is_tensor(x) else x) for n, x in extra.items()}
+        out_c, lse_c = ft.flash_attn_with_kvcache(q, *cpu_caches, k, v, **kw, **extra)
+        out_g, lse_g = ft.flash_attn_with_kvcache(q.cuda(), *gpu_caches, k.cuda(), v.cuda(), **on_gpu, **gx)
+        torch.testing.assert_close(gpu_caches[0].cpu(), cpu_caches[0], atol=1e-2, rtol=1e-2)  # rotary either side
+        assert torch.equal(gpu_caches[1].cpu(), cpu_caches[1])
+        torch.testing.assert_close(out_g.float().cpu(), out_c.float(), atol=2e-2, rtol=2e-2)
+        torch.testing.assert_close(lse_g.cpu(), lse_c, atol=1e-3, rtol=1e-3)
+        return out_g
+
+    out_plain = both([kc.clone(), vc.clone()])
+    # Paged: the same rows in pages of 64 of a shuffled pool with spare blocks.
+    page, nb = 64, S // 64
+    perm = torch.randperm(B * nb + 5, generator=g)[:B * nb].reshape(B, nb).to(torch.int32)
+    pool = [torch.full((B * nb + 5, page, Hkv, D), float("nan")).bfloat16() for _ in range(2)]
+    for t, src in zip(pool, (kc, vc)):
+        t[perm.flatten().long()] = src.reshape(B * nb, page, Hkv, D)
+    out_paged = both(pool, block_table=perm)
+    torch.testing.assert_close(out_paged, out_plain, atol=0, rtol=0)
+    # Picked caches: sequence b uses cache 3 - b.
+    both([kc.flip(0).clone(), vc.flip(0).clone()], cache_batch_idx=torch.tensor([3, 2, 1, 0], dtype=torch.int32))
+    # New rows that are a view of the cache itself (rows 0..2 of a one-sequence cache, going
+    # to rows 2..4): the package hands the library copies (it copies on the GPU with no stage).
+    gk, gv = kc[:1].cuda(), vc[:1].cuda()
+    at2 = torch.tensor([2], dtype=torch.int32, device="cuda")
+    want = ft.flash_attn_with_kvcache(q[:1].cuda(), gk.clone(), gv.clone(), gk[:, :3].clone(), gv[:, :3].clone(),
+                                      cache_seqlens=at2, causal=True)
+    got = ft.flash_attn_with_kvcache(q[:1].cuda(), gk, gv, gk[:, :3], gv[:, :3], cache_seqlens=at2, causal=True)
+    torch.testing.assert_close(got, want, atol=0, rtol=0)
