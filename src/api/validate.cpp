@@ -354,7 +354,12 @@ void set_block_table(HostFwdParams& p, const Options& opt, const TensorView& q, 
   p.kv.num_blocks = k.shape[0];
   p.kv.given = true;
   p.kv.paged = true;
-  if (q.device.type == DeviceType::cpu) check_block_table(p);
+  if (q.device.type == DeviceType::cpu) {
+    check_block_table(p);
+  } else if (p.kv.num_blocks == 0 && p.batch > 0 && t.shape[1] > 0) {
+    // The kernels clamp the entries into the pool, which needs a block to clamp into.
+    fail(ErrorKind::value, "k", "a paged pool needs at least one block, got shape " + shape_str(k));
+  }
 }
 
 // k_new / v_new: one decoding step's rows, written into the caches k and v before the
@@ -388,6 +393,9 @@ void set_kv_new(HostFwdParams& p, const Options& opt, const TensorView& q, const
     check_same_device(name, t, q.device);
   }
   const int64_t rows = kn.shape[1];
+  if (rows > p.seqlen_k)
+    fail(ErrorKind::value, "k_new",
+         std::to_string(rows) + " new keys per sequence do not fit its " + std::to_string(p.seqlen_k) + " key rows");
   if (q.device.type == DeviceType::cpu)
     for (int64_t b = 0; b < p.batch; ++b)
       if (p.kv.seqused_k[b] < rows)

@@ -239,6 +239,21 @@ std::vector<ErrorCase> error_cases() {
          kn.shape[1] = vn.shape[1] = 1;
          f.opt.k_new = kn; f.opt.v_new = vn;
        }, ErrorKind::unsupported, "k_new"},
+      {"k_new_more_rows_than_the_cache", kFwd, [](Fix& f) {
+         f.opt.seqused_k = f.used.view();
+         fa::TensorView kn = f.K, vn = f.V;  // views past their buffers: refused before any read
+         kn.shape[1] = vn.shape[1] = Fix::Sk + 1;
+         f.opt.k_new = kn; f.opt.v_new = vn;
+       }, kValue, "k_new"},
+      // A paged pool with no block: the GPU kernels clamp entries into the pool (the host
+      // does not read a table in device memory), so one block at least.
+      {"block_table_empty_pool_on_cuda", kFwd, [](Fix& f) {
+         f.all_on(kCuda0); f.opt.backend = fa::Backend::cuda;
+         auto u = f.used.view(); u.device = kCuda0; f.opt.seqused_k = u;
+         auto t = f.table.view(); t.device = kCuda0; f.opt.block_table = t;
+         f.K.shape[0] = f.V.shape[0] = 0;
+         f.K.shape[1] = f.V.shape[1] = 64;
+       }, kValue, "k"},
       {"block_table_packed", kFwdPacked, [](Fix& f) { f.opt.block_table = f.table.view(); }, ErrorKind::unsupported, "block_table"},
       {"block_table_in_backward", kBwdAll, [](Fix& f) { f.opt.block_table = f.table.view(); }, ErrorKind::unsupported, "block_table"},
       {"seqused_k_in_backward", kBwdAll, [](Fix& f) { f.opt.seqused_k = f.used.view(); }, ErrorKind::unsupported, "seqused_k"},

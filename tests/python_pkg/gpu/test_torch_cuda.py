@@ -176,8 +176,9 @@ def test_kvcache_on_cuda_matches_the_cpu(rng):
         gx = {n: (x.cuda() if torch.is_tensor(x) else x) for n, x in extra.items()}
         out_c, lse_c = ft.flash_attn_with_kvcache(q, *cpu_caches, k, v, **kw, **extra)
         out_g, lse_g = ft.flash_attn_with_kvcache(q.cuda(), *gpu_caches, k.cuda(), v.cuda(), **on_gpu, **gx)
-        torch.testing.assert_close(gpu_caches[0].cpu(), cpu_caches[0], atol=1e-2, rtol=1e-2)  # rotary either side
-        assert torch.equal(gpu_caches[1].cpu(), cpu_caches[1])
+        # Rotary on either side; a pool's spare blocks hold NaN.
+        torch.testing.assert_close(gpu_caches[0].cpu(), cpu_caches[0], atol=1e-2, rtol=1e-2, equal_nan=True)
+        assert torch.equal(gpu_caches[1].cpu().view(torch.int16), cpu_caches[1].view(torch.int16))
         torch.testing.assert_close(out_g.float().cpu(), out_c.float(), atol=2e-2, rtol=2e-2)
         torch.testing.assert_close(lse_g.cpu(), lse_c, atol=1e-3, rtol=1e-3)
         return out_g
