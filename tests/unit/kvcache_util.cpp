@@ -52,6 +52,13 @@ Step take_last_rows(const Problem& p, int64_t s_new) {
   return s;
 }
 
+Paged page_out(const Problem& p, const Step& s, int64_t page) {
+  Problem holed = p;
+  holed.k = s.k_cache;
+  holed.v = s.v_cache;
+  return page_out(holed, page);
+}
+
 namespace {
 
 // One forward on t over caches kc / vc (copied to t's memory and back), optionally paged

@@ -21,6 +21,8 @@ struct Step {
   HostTensor k_cache, v_cache, k_new, v_new;
 };
 Step take_last_rows(const Problem& p, int64_t s_new);
+// The pool of s's caches (p's with the step's rows taken out), as page_out lays out p's.
+Paged page_out(const Problem& p, const Step& s, int64_t page);
 
 // out of a forward over p's cache on t: batched (paged null) or through the pool, with
 // p's seqused_k unless with_used is false.

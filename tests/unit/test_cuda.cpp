@@ -165,10 +165,7 @@ TEST(CudaKvCacheAppend, WritesTheStepAndAttendsToIt) {
         EXPECT_TRUE(bitwise_equal(got, kv_forward(p, cuda_target(), nullptr, 0))) << "batched out";
         const Paged full = page_out(p, 64);
         Step again = take_last_rows(p, s_new);
-        Problem holed = p;
-        holed.k = again.k_cache;
-        holed.v = again.v_cache;
-        Paged pg = page_out(holed, 64);
+        Paged pg = page_out(p, again, 64);
         const HostTensor got_paged = kv_step(p, cuda_target(), again, pg.k, pg.v, &pg.table, 0);
         EXPECT_TRUE(bitwise_equal(pg.k, full.k) && bitwise_equal(pg.v, full.v)) << "pool";
         EXPECT_TRUE(bitwise_equal(got_paged, kv_forward(p, cuda_target(), &full, 0))) << "paged out";

@@ -186,10 +186,7 @@ TEST(KvCacheAppend, WritesTheStepAndAttendsToIt) {
           // Paged: the same step into blocks of a pool.
           const Paged full = page_out(p, 64);
           Step again = take_last_rows(p, s_new);
-          Problem holed = p;
-          holed.k = again.k_cache;
-          holed.v = again.v_cache;
-          Paged pg = page_out(holed, 64);
+          Paged pg = page_out(p, again, 64);
           const HostTensor got_paged = step_out(p, backend, again, pg.k, pg.v, &pg.table, 2);
           EXPECT_TRUE(bitwise_equal(pg.k, full.k) && bitwise_equal(pg.v, full.v)) << "pool";
           EXPECT_TRUE(bitwise_equal(got_paged, forward_out(p, backend, &full, 2))) << "paged out";
