@@ -14,7 +14,7 @@ template <int D, int M, int N, int W>
 void run(const Problem& pr, const char* tag, std::vector<uint16_t>* first) {
   using Traits = flashattn::sm80::FwdTraits<D, Elem, M, N, W>;
   const auto p = sweep::params(pr);
-  const double ms = sweep::median_ms([&] { return flashattn::sm80::launch_fwd<Traits, false>(flashattn::sm80::FwdKvArgs(p, nullptr), 0); }, 3, 10);
+  const double ms = sweep::median_ms([&] { return flashattn::sm80::launch_fwd<Traits, false, false>(p, 0); }, 3, 10);
   bool finite;
   const double diff = sweep::diff_from_first(pr, first, &finite);
   std::printf("D=%3lld causal=%d N=%6lld  %-14s %7.1f TFLOP/s  (%.3f ms, regs/spill see ptxas)  max|diff| %.1e%s\n",

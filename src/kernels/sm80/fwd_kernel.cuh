@@ -71,9 +71,12 @@ constexpr int fwd_k_buffers() {
   return !kMods && (d == 128 || (d == 256 && Traits::kBlockM == 128)) ? 2 : 1;
 }
 
-template <typename Traits, bool kMods>
+// kKv: a KV cache's used lengths and block table (FwdKvArgs), a variant of its own so
+// that the kernels of plain calls stay as they were (with the table's per-tile branch
+// in them the hd128 kernel ran 4-8% slower: kernel notes, session 40).
+template <typename Traits, bool kMods, bool kKv>
 __global__ void __launch_bounds__(Traits::kNThreads, 1)
-    fwd_kernel(const __grid_constant__ FwdKvArgs p) {
+    fwd_kernel(const __grid_constant__ std::conditional_t<kKv, FwdKvArgs, FwdKernelParams> p) {
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kHeadDim = Traits::kHeadDim;
   using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
@@ -95,8 +98,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   // A KV cache's used keys (validated on the host only as a device pointer: clamped).
   // Whole tiles end before them; the last one's rows past them are predicated off
   // and zero-filled by cp.async, so the unused rows never meet P.
-  const int seqlen_q = int(sl.seqlen_q),
-            seqlen_k = p.seqused_k ? max(0, min(p.seqused_k[b], int(sl.seqlen_k))) : int(sl.seqlen_k);
+  const int seqlen_q = int(sl.seqlen_q);
+  int seqlen_k = int(sl.seqlen_k);
+  if constexpr (kKv)
+    if (p.seqused_k) seqlen_k = max(0, min(p.seqused_k[b], seqlen_k));
   const int m0 = m_block * kBlockM;
   if (m0 >= seqlen_q) return;
   int n_block_min, n_block_max;
@@ -118,18 +123,24 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   // A paged cache: each tile's block comes from this sequence's row of the table (an
   // entry outside the pool, which the host cannot check in device memory, is clamped
   // into it); the bases then hold the head only.
-  const int32_t* blocks = p.block_table ? p.block_table + b * p.block_table_stride : nullptr;
+  const int32_t* blocks = nullptr;
+  if constexpr (kKv)
+    if (p.block_table) blocks = p.block_table + b * p.block_table_stride;
   const auto* k_base = static_cast<const Element*>(p.k) +
                        (blocks ? hk * p.k_head_stride : sl.k_row(b, p.k_batch_stride, p.k_row_stride, p.k_head_stride, hk, 0));
   const auto* v_base = static_cast<const Element*>(p.v) +
                        (blocks ? hk * p.v_head_stride : sl.k_row(b, p.v_batch_stride, p.v_row_stride, p.v_head_stride, hk, 0));
   auto* o_base = static_cast<Element*>(p.out) + sl.q_row(b, p.o_batch_stride, p.o_row_stride, p.o_head_stride, h, m0);
   // Offset of key tile n_block's first row from k_base / v_base.
-  auto tile_row0 = [&](int n_block, int64_t batch_stride, int64_t row_stride) {
-    const int j = n_block * kBlockN;
-    if (blocks == nullptr) return int64_t(j) * row_stride;
-    const int block = min(max(blocks[j / p.page_size], 0), p.num_blocks - 1);
-    return int64_t(block) * batch_stride + int64_t(j % p.page_size) * row_stride;
+  auto tile_row0 = [&](int n_block, int64_t batch_stride, int64_t row_stride) -> int64_t {
+    if constexpr (kKv) {
+      if (blocks != nullptr) {
+        const int j = n_block * kBlockN;
+        const int block = min(max(blocks[j / p.page_size], 0), p.num_blocks - 1);
+        return int64_t(block) * batch_stride + int64_t(j % p.page_size) * row_stride;
+      }
+    }
+    return int64_t(n_block) * kBlockN * row_stride;
   };
   auto k_tile = [&](int n_block) {
     return make_tensor(make_gmem_ptr(k_base + tile_row0(n_block, p.k_batch_stride, p.k_row_stride)), TileKV{},

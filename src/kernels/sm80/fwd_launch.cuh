@@ -17,9 +17,9 @@ constexpr int fwd_smem_bytes() {
                                   int(sizeof(typename Traits::Element));
 }
 
-template <typename Traits, bool kMods>
-cudaError_t launch_fwd(const FwdKvArgs& p, cudaStream_t stream) {
-  auto kernel = fwd_kernel<Traits, kMods>;
+template <typename Traits, bool kMods, bool kKv, typename Args>
+cudaError_t launch_fwd(const Args& p, cudaStream_t stream) {
+  auto kernel = fwd_kernel<Traits, kMods, kKv>;
   constexpr int smem = fwd_smem_bytes<Traits, kMods>();
   if constexpr (smem >= 48 * 1024) {
     // Opt in to more than 48 KB of dynamic shared memory (once per kernel).
@@ -34,9 +34,9 @@ cudaError_t launch_fwd(const FwdKvArgs& p, cudaStream_t stream) {
 }
 
 // Score modifiers (softcap, ALiBi, dropout, a non-positive scale) take the
-// general variant; plain attention folds the scale into exp2.
-template <int kHeadDim, typename Element, SmemTier kTier>
-cudaError_t run_fwd_kv(const FwdKvArgs& p, cudaStream_t stream) {
+// general variant; plain attention folds the scale into exp2. kKv: over a KV cache.
+template <int kHeadDim, typename Element, SmemTier kTier, bool kKv, typename Args>
+cudaError_t run_fwd_variant(const Args& p, cudaStream_t stream) {
   static_assert(kTier == SmemTier::standard || fwd_tier_differs(kHeadDim, kTier),
                 "a tier without tiles of its own runs the standard kernel (no instantiation of its own)");
   constexpr TileConfig c = tile_config(kHeadDim, false, kTier), m = tile_config(kHeadDim, true, kTier);
@@ -45,13 +45,22 @@ cudaError_t run_fwd_kv(const FwdKvArgs& p, cudaStream_t stream) {
   static_assert(fwd_smem_bytes<Traits, false>() <= smem_budget(kTier) &&
                     fwd_smem_bytes<TraitsMods, true>() <= smem_budget(kTier),
                 "tiles over the tier's shared memory");
-  return detail::needs_score_mods(p) ? launch_fwd<TraitsMods, true>(p, stream) : launch_fwd<Traits, false>(p, stream);
+  // A paged cache's key tile must lie in one block (pages are multiples of 64 keys).
+  static_assert(64 % Traits::kBlockN == 0 && 64 % TraitsMods::kBlockN == 0, "key tiles over 64 rows");
+  return detail::needs_score_mods(p) ? launch_fwd<TraitsMods, true, kKv>(p, stream)
+                                     : launch_fwd<Traits, false, kKv>(p, stream);
 }
 
 // Every key of every sequence.
 template <int kHeadDim, typename Element, SmemTier kTier>
 cudaError_t run_fwd(const FwdKernelParams& p, cudaStream_t stream) {
-  return run_fwd_kv<kHeadDim, Element, kTier>(FwdKvArgs(p, nullptr), stream);
+  return run_fwd_variant<kHeadDim, Element, kTier, false>(p, stream);
+}
+
+// A KV cache: used lengths, paged blocks.
+template <int kHeadDim, typename Element, SmemTier kTier>
+cudaError_t run_fwd_kv(const FwdKvArgs& p, cudaStream_t stream) {
+  return run_fwd_variant<kHeadDim, Element, kTier, true>(p, stream);
 }
 
 }  // namespace flashattn::sm80
