@@ -110,7 +110,7 @@ def main():
                 diff = (ours().float() - peer().transpose(1, 2).float()).abs().max().item()
                 row = {"dtype": name, "batch": b, "cache": sc, "page": a.page, "new": s_new, "lens": lens.tolist(), "heads": h,
                        "kv_heads": hk, "hdim": d, "max_abs_diff": diff,
-                       "device": str(dev), "ours_ms": timed(finished(ours), a.warmup, a.repeats),
+                       "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu", "ours_ms": timed(finished(ours), a.warmup, a.repeats),
                        "torch_ms": timed(finished(peer), a.warmup, a.repeats)}
                 if s_new == 1:
                     row["torch_sliced_ms"] = timed(finished(peer_sliced), a.warmup, a.repeats)
