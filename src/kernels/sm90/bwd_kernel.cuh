@@ -104,6 +104,14 @@ inline constexpr bool kApartRowRegs = kApartB2B<Traits, kMods> && FLASHATTN_SM90
 template <typename Traits, bool kMods>
 inline constexpr bool kKeysRowRegs =
     !Traits::kByProduct && Traits::kBlockM == 64 && !kMods && FLASHATTN_SM90_BWD_ROW_REGS != 0;
+// = 2 (v41): read them before the products are issued (LSE once Q's stage is in, d_i once
+// dO's is): v40's reads sat right before a wait that no longer waited, and the exp2's fma
+// still stalled on them behind the products' shared-memory traffic (ncu, session 40).
+// = 3: the LSE alone early (d_i as v40): 16 values live across the products, not 32.
+template <typename Traits, bool kMods>
+inline constexpr bool kKeysRowsEarly = kKeysRowRegs<Traits, kMods> && FLASHATTN_SM90_BWD_ROW_REGS >= 2;
+template <typename Traits, bool kMods>
+inline constexpr bool kKeysDEarly = kKeysRowsEarly<Traits, kMods> && FLASHATTN_SM90_BWD_ROW_REGS == 2;
 
 // A step's dQ (a thread's accumulator acc, (row, column) of each element in rc)
 // added to the fp32 accumulator tile (rows kLd floats apart), two columns per
@@ -726,22 +734,25 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       const int ds_buf = step & 1;
       const float slope = head_slope(h);
 
+      constexpr bool kEarly = kKeysRowsEarly<Traits, kMods>, kDEarly = kKeysDEarly<Traits, kMods>;
       Tensor acc_s = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
+      Tensor sc = make_tensor(acc_s.data(), acc_rowcol(acc_s.layout()));
+      constexpr int kRowVals = decltype(size<1>(sc))::value;
+      [[maybe_unused]] float row_vals[kRowVals], d_vals[kRowVals];
       Barrier::wait(&smem.q_full[s], phase);
+      if constexpr (kEarly) read_row_vals(row_vals, smem.lse_log2[s], coord);
       wgmma_issue<true, false>(mma_sdp, tSrK, tSrQ(_, _, _, s), acc_s);
       Tensor acc_dp = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
       Barrier::wait(&smem.do_full[s], phase);
+      if constexpr (kDEarly) read_row_vals(d_vals, smem.row_dot[s], coord);
       wgmma_issue<true, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, s), acc_dp);
 
       // P^T as soon as S^T lands (dP^T still running), then dV += P^T dO while
       // dS^T is formed and goes to shared memory; then dQ = dS K and dK += dS^T Q.
       // Rows past the sequence (zero LSE in shared memory) are masked too.
       const bool need_mask = m0 + kBlockM > seqlen_q || !mask.tile_full(m0, m0 + kBlockM, k0, k0 + kBlockN);
-      Tensor sc = make_tensor(acc_s.data(), acc_rowcol(acc_s.layout()));
       Tensor dp = make_tensor(acc_dp.data(), acc_rowcol(acc_dp.layout()));
-      constexpr int kRowVals = decltype(size<1>(sc))::value;
-      [[maybe_unused]] float row_vals[kRowVals];
-      if constexpr (kKeysRowRegs<Traits, kMods>) read_row_vals(row_vals, smem.lse_log2[s], coord);
+      if constexpr (kKeysRowRegs<Traits, kMods> && !kEarly) read_row_vals(row_vals, smem.lse_log2[s], coord);
       warpgroup_wait<1>();
       warpgroup_fence_operand(acc_s);
       if constexpr (kMods) key_rows.probs_mods(sc, coord, smem.lse_log2[s], m0, ScoreMods(p, c0, seqlen_q, seqlen_k, slope));
@@ -757,14 +768,15 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         convert_into(acc_s, rP);
         wgmma_issue<false, true>(mma_dkv, tdVrP, tdVrdO(_, _, _, s), acc_dv);
       }
-      if constexpr (kKeysRowRegs<Traits, kMods>) read_row_vals(row_vals, smem.row_dot[s], coord);
+      if constexpr (kKeysRowRegs<Traits, kMods> && !kDEarly) read_row_vals(row_vals, smem.row_dot[s], coord);
       warpgroup_wait<kDsFirst ? 0 : 1>();
       warpgroup_fence_operand(acc_dp);
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(sc); ++ni) {
         // dS = P (dP - d) scale, (dP - d) scale as one fma with d scale per column.
         const float d_scaled =
-            (kKeysRowRegs<Traits, kMods> ? row_vals[ni] : smem.row_dot[s][get<1>(coord(0, ni))]) * p.softmax_scale;
+            (kDEarly ? d_vals[ni] : kKeysRowRegs<Traits, kMods> ? row_vals[ni] : smem.row_dot[s][get<1>(coord(0, ni))]) *
+            p.softmax_scale;
         CUTE_UNROLL
         for (int mi = 0; mi < size<0>(sc); ++mi) {
           dp(mi, ni) = sc(mi, ni) * fmaf(dp(mi, ni), p.softmax_scale, -d_scaled);
