@@ -14,6 +14,12 @@ mkdir -p .dev
 [ -d .dev/v41b ] || tar -xJf .devk2/v41.tar.xz -C .dev
 nvidia-smi --query-gpu=name --format=csv,noheader
 S='Hopper/CudaBackward.*hdim128_*-*_f16_*:*long_keys*'
+if [ "${SHORT:-0}" = 1 ]; then  # a small budget: the tests, one A/B round
+  tst v41_bwd 60 4 .dev/v41b/flashattn_tests --gtest_filter='*CudaBackward*hdim128*-*_f16_*'
+  ROUNDS=1 timeout 90 scripts/gpu_ab_bench.sh .dev/f/libflashattn_bench_shim.so .dev/v41b/libflashattn_bench_shim.so \
+    $OUT/ab41 --hdims 128 --seqlens 4096,8192,16384 2>&1 | tee $OUT/ab41.txt | tail -12
+  pack; echo "all done at $((SECONDS - start)) s"; exit 0
+fi
 tst v41_racecheck 120 4 compute-sanitizer --tool racecheck --error-exitcode 9 .dev/v41b/flashattn_tests --gtest_filter="$S" --gtest_brief=1 &
 tst v41_synccheck 120 4 compute-sanitizer --tool synccheck --error-exitcode 9 .dev/v41b/flashattn_tests --gtest_filter="$S" --gtest_brief=1 &
 wait
