@@ -95,23 +95,18 @@ inline constexpr bool kApartB2B = kDqApart<Traits, kMods> && FLASHATTN_SM90_BWD_
 // hides under the product (short-scoreboard stalls on them: 8.8% of the samples).
 template <typename Traits, bool kMods>
 inline constexpr bool kApartRowRegs = kApartB2B<Traits, kMods> && FLASHATTN_SM90_BWD_APART_B2B >= 2;
-// The same reads early in the by-keys kernels of 64-row steps (hd96 / hd128, plain
-// scores; v40, an A/B switch, off): LSE before S^T's wait, d_i before dP^T's. (At
-// hd64's 128-row steps the 32 values spill: 112 bytes.)
+// hd128's by-keys kernel (plain scores) reads its step's LSE into registers once Q's stage
+// is in, before S^T is issued, and d_i before it waits for dP^T (v41): read from shared
+// memory at their use, the exp2 argument's fma waited on them behind the products'
+// shared-memory traffic (5.5% of the kernel's stall samples, ncu, session 40; v40's
+// reads just before the S^T wait, which by then no longer waits, gained nothing).
+// FLASHATTN_SM90_BWD_ROW_REGS=0 restores the reads at their use, for A/B runs.
 #ifndef FLASHATTN_SM90_BWD_ROW_REGS
-#define FLASHATTN_SM90_BWD_ROW_REGS 0
+#define FLASHATTN_SM90_BWD_ROW_REGS 1
 #endif
 template <typename Traits, bool kMods>
 inline constexpr bool kKeysRowRegs =
-    !Traits::kByProduct && Traits::kBlockM == 64 && !kMods && FLASHATTN_SM90_BWD_ROW_REGS != 0;
-// = 2 (v41): read them before the products are issued (LSE once Q's stage is in, d_i once
-// dO's is): v40's reads sat right before a wait that no longer waited, and the exp2's fma
-// still stalled on them behind the products' shared-memory traffic (ncu, session 40).
-// = 3: the LSE alone early (d_i as v40): 16 values live across the products, not 32.
-template <typename Traits, bool kMods>
-inline constexpr bool kKeysRowsEarly = kKeysRowRegs<Traits, kMods> && FLASHATTN_SM90_BWD_ROW_REGS >= 2;
-template <typename Traits, bool kMods>
-inline constexpr bool kKeysDEarly = kKeysRowsEarly<Traits, kMods> && FLASHATTN_SM90_BWD_ROW_REGS == 2;
+    !Traits::kByProduct && Traits::kHeadDim == 128 && !kMods && FLASHATTN_SM90_BWD_ROW_REGS != 0;
 
 // A step's dQ (a thread's accumulator acc, (row, column) of each element in rc)
 // added to the fp32 accumulator tile (rows kLd floats apart), two columns per
@@ -734,17 +729,16 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       const int ds_buf = step & 1;
       const float slope = head_slope(h);
 
-      constexpr bool kEarly = kKeysRowsEarly<Traits, kMods>, kDEarly = kKeysDEarly<Traits, kMods>;
+      constexpr bool kRowRegs = kKeysRowRegs<Traits, kMods>;
       Tensor acc_s = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
       Tensor sc = make_tensor(acc_s.data(), acc_rowcol(acc_s.layout()));
       constexpr int kRowVals = decltype(size<1>(sc))::value;
-      [[maybe_unused]] float row_vals[kRowVals], d_vals[kRowVals];
+      [[maybe_unused]] float row_vals[kRowVals];
       Barrier::wait(&smem.q_full[s], phase);
-      if constexpr (kEarly) read_row_vals(row_vals, smem.lse_log2[s], coord);
+      if constexpr (kRowRegs) read_row_vals(row_vals, smem.lse_log2[s], coord);
       wgmma_issue<true, false>(mma_sdp, tSrK, tSrQ(_, _, _, s), acc_s);
       Tensor acc_dp = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
       Barrier::wait(&smem.do_full[s], phase);
-      if constexpr (kDEarly) read_row_vals(d_vals, smem.row_dot[s], coord);
       wgmma_issue<true, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, s), acc_dp);
 
       // P^T as soon as S^T lands (dP^T still running), then dV += P^T dO while
@@ -752,11 +746,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       // Rows past the sequence (zero LSE in shared memory) are masked too.
       const bool need_mask = m0 + kBlockM > seqlen_q || !mask.tile_full(m0, m0 + kBlockM, k0, k0 + kBlockN);
       Tensor dp = make_tensor(acc_dp.data(), acc_rowcol(acc_dp.layout()));
-      if constexpr (kKeysRowRegs<Traits, kMods> && !kEarly) read_row_vals(row_vals, smem.lse_log2[s], coord);
       warpgroup_wait<1>();
       warpgroup_fence_operand(acc_s);
       if constexpr (kMods) key_rows.probs_mods(sc, coord, smem.lse_log2[s], m0, ScoreMods(p, c0, seqlen_q, seqlen_k, slope));
-      else if constexpr (kKeysRowRegs<Traits, kMods>)
+      else if constexpr (kRowRegs)
         key_rows.probs(sc, coord, [&](int ni) { return row_vals[ni]; }, need_mask, m0, p.scale_log2);
       else key_rows.probs(sc, coord, smem.lse_log2[s], need_mask, m0, p.scale_log2);
       // dV's place (Traits::kDsFirst): issued here it runs under dS's formation;
@@ -768,15 +761,14 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         convert_into(acc_s, rP);
         wgmma_issue<false, true>(mma_dkv, tdVrP, tdVrdO(_, _, _, s), acc_dv);
       }
-      if constexpr (kKeysRowRegs<Traits, kMods> && !kDEarly) read_row_vals(row_vals, smem.row_dot[s], coord);
+      if constexpr (kRowRegs) read_row_vals(row_vals, smem.row_dot[s], coord);  // P^T is formed: d_i's turn
       warpgroup_wait<kDsFirst ? 0 : 1>();
       warpgroup_fence_operand(acc_dp);
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(sc); ++ni) {
         // dS = P (dP - d) scale, (dP - d) scale as one fma with d scale per column.
         const float d_scaled =
-            (kDEarly ? d_vals[ni] : kKeysRowRegs<Traits, kMods> ? row_vals[ni] : smem.row_dot[s][get<1>(coord(0, ni))]) *
-            p.softmax_scale;
+            (kRowRegs ? row_vals[ni] : smem.row_dot[s][get<1>(coord(0, ni))]) * p.softmax_scale;
         CUTE_UNROLL
         for (int mi = 0; mi < size<0>(sc); ++mi) {
           dp(mi, ni) = sc(mi, ni) * fmaf(dp(mi, ni), p.softmax_scale, -d_scaled);
