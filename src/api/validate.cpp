@@ -339,7 +339,6 @@ void set_seqused_k(HostFwdParams& p, const Options& opt, const TensorView& q) {
                  std::to_string(b));
     }
   p.kv.seqused_k = used;
-  p.kv.given = true;
 }
 
 // block_table (shapes checked in check_qkvo): on the host, the entries too. A table in
@@ -352,8 +351,6 @@ void set_block_table(HostFwdParams& p, const Options& opt, const TensorView& q, 
   p.kv.block_table_stride = t.stride[0];
   p.kv.page_size = k.shape[1];
   p.kv.num_blocks = k.shape[0];
-  p.kv.given = true;
-  p.kv.paged = true;
   if (q.device.type == DeviceType::cpu) {
     check_block_table(p);
   } else if (p.kv.num_blocks == 0 && p.batch > 0 && t.shape[1] > 0) {

@@ -23,10 +23,6 @@ struct KvCache {
   int64_t block_table_stride = 0;
   int64_t page_size = 0;
   int64_t num_blocks = 0;
-  // Either option was passed, and block_table was (an empty tensor's pointer may be null
-  // all the same).
-  bool given = false;
-  bool paged = false;
   // New rows written into the caches before the attention (Options::k_new / v_new): row i
   // of sequence b becomes its key seqused_k[b] - new_rows + i. new_rows 0: none.
   struct NewRows {

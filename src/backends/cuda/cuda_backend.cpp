@@ -248,7 +248,7 @@ void cuda_check_kv(const HostFwdParams& p) {
   const KvCache& kv = p.kv;
   check_device_pointer("seqused_k", kv.seqused_k, p.device.index);
   check_device_pointer("block_table", kv.block_table, p.device.index);
-  if (kv.paged && kv.num_blocks > std::numeric_limits<int32_t>::max())
+  if (kv.num_blocks > std::numeric_limits<int32_t>::max())  // 0 when not paged
     throw Error(ErrorKind::value, "k", "pools of 2^31 blocks or more are not supported on cuda, got " +
                                            std::to_string(kv.num_blocks));
   if (kv.new_rows == 0) return;
