@@ -194,6 +194,71 @@ TEST(CudaKvCache, UncheckedDeviceValuesStayInBounds) {
   EXPECT_NO_THROW(kv_step(p, cuda_target(), s, pg.k, pg.v, &pg.table, 0));
   cuda_ok(cudaDeviceSynchronize(), "after the calls");
 }
+// The decoding path (kernels/decode): up to 64 query rows per kv head (query heads of a
+// group x tokens) in 16-row blocks, the keys split over blocks and merged by LSE. Long
+// caches give many splits; 32 and 48 rows per kv head take two and three row blocks.
+std::vector<Case> decode_cases() {
+  return in_dtypes({
+      Case("decode_splits").batch(1).seq(1, 4096).heads(32, 8).dims(128, 128).used({4000}),
+      Case("decode_gqa_causal_window").batch(2).seq(4, 3000).heads(16, 4).dims(128, 128).causal_mask()
+          .win(900, 0).used({2999, 1500}),
+      Case("decode_mods").batch(3).seq(2, 1024).heads(8, 2).dims(64, 64).causal_mask().cap(15.f)
+          .slopes(Alibi::per_batch_head).used({1024, 1, 700}),
+      Case("decode_two_row_blocks").batch(2).seq(1, 2048).heads(64, 2).dims(128, 128).used({2048, 77}),
+      Case("decode_three_row_blocks").batch(1).seq(3, 1000).heads(16, 1).dims(256, 256).causal_mask(),
+      Case("decode_dv_padded").batch(2).seq(1, 700).heads(8, 8).dims(72, 40).used({650, 0}),
+      Case("decode_sq_past_sk").batch(2).seq(8, 5).heads(4, 2).dims(128, 128).causal_mask(),
+      Case("decode_no_cache").batch(2).seq(5, 3333).heads(12, 3).dims(96, 96).win(-1, 2),
+  }, {DType::bf16, DType::f16});
+}
+
+class CudaDecode : public ::testing::TestWithParam<CaseParam> {};
+
+TEST_P(CudaDecode, MatchesReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  check_forward(std::get<0>(GetParam()), std::get<1>(GetParam()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Decode, CudaDecode, ::testing::ValuesIn(on_cuda(decode_cases())), CaseParamName());
+
+// An environment variable set for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_.empty()) unsetenv(name_);
+    else setenv(name_, old_.c_str(), 1);
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+};
+
+// The same calls with one split (the block writes O itself), with more splits than key
+// tiles (empty splits merge as LSE -inf), and through the tiled kernels: every form
+// against the reference.
+TEST(CudaDecodeSplits, EveryCountAndThePathOff) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  int ran = 0;
+  for (const Case& c : decode_cases()) {
+    if (!cuda_target().supports(c) || !cuda_builds(c.dtype, c.Dqk, c.Dv)) continue;
+    for (const char* splits : {"1", "3", "128"}) {
+      SCOPED_TRACE(::testing::Message() << c.name << " splits " << splits);
+      ScopedEnv env("FLASHATTN_CUDA_DECODE_SPLITS", splits);
+      check_forward(c, cuda_target());
+    }
+    SCOPED_TRACE(::testing::Message() << c.name << " decoding path off");
+    ScopedEnv off("FLASHATTN_CUDA_DECODE", "0");
+    check_forward(c, cuda_target());
+    ++ran;
+  }
+  if (ran == 0) GTEST_SKIP() << "no case's head dim and dtype in this build";
+}
+
 INSTANTIATE_TEST_SUITE_P(Lengths, CudaForward, ::testing::ValuesIn(on_cuda(low_precision(length_cases()))), CaseParamName());
 INSTANTIATE_TEST_SUITE_P(Special, CudaForward, ::testing::ValuesIn(on_cuda(low_precision(special_cases()))), CaseParamName());
 INSTANTIATE_TEST_SUITE_P(Masks, CudaForward, ::testing::ValuesIn(on_cuda(low_precision(mask_cases()))), CaseParamName());

@@ -18,6 +18,7 @@
 #include "backends/env.h"
 #include "flashattn/error.h"
 #include "kernels/common/kernel_params.h"
+#include "kernels/decode/decode.h"
 #include "kernels/sm80/fwd_kv.h"
 #include "kernels/sm80/launch.h"
 #include "kernels/sm90/bwd_order.h"
@@ -181,6 +182,37 @@ KvAppend append_args(const HostFwdParams& p) {
   return a;
 }
 
+// The decoding path: its kernels, with the splits' partial results in scratch from the
+// pool when there is more than one split.
+void decode_forward(const HostFwdParams& p, const FwdKernelParams& kp, const decode::Plan& plan, cudaStream_t stream) {
+  decode::DecodeArgs a;
+  static_cast<FwdKernelParams&>(a) = kp;
+  a.seqused_k = p.kv.seqused_k;
+  a.block_table = p.kv.block_table;
+  a.block_table_stride = p.kv.block_table_stride;
+  a.page_size = int(p.kv.page_size);
+  a.num_blocks = int(p.kv.num_blocks);
+  a.row_groups = plan.row_groups;
+  a.splits = plan.splits;
+  a.stages = plan.stages;
+  void* scratch = nullptr;
+  cudaError_t err = cudaSuccess;
+  if (plan.scratch_bytes > 0) {
+    cudaMemPool_t pool = scratch_pool(p.device.index);
+    err = pool != nullptr ? cudaMallocFromPoolAsync(&scratch, plan.scratch_bytes, pool, stream)
+                          : cudaMallocAsync(&scratch, plan.scratch_bytes, stream);
+    if (err != cudaSuccess)
+      throw Error(ErrorKind::runtime, "", "CUDA forward could not get " + std::to_string(plan.scratch_bytes) +
+                                              " bytes of scratch: " + cuda_message(err));
+    a.o_part = static_cast<float*>(scratch);
+    a.lse_part = reinterpret_cast<float*>(static_cast<char*>(scratch) + plan.lse_offset);
+  }
+  err = decode::run(a, plan, stream);
+  if (scratch != nullptr) cudaFreeAsync(scratch, stream);
+  if (err != cudaSuccess)
+    throw Error(ErrorKind::runtime, "", "CUDA forward launch failed: " + cuda_message(err));
+}
+
 }  // namespace
 
 int cuda_device_count() {
@@ -272,6 +304,11 @@ void cuda_forward(const HostFwdParams& p) {
       throw Error(ErrorKind::runtime, "", "CUDA launch writing k_new / v_new failed: " + cuda_message(err));
   }
   if (p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0) return;  // nothing to attend
+  // Few query rows per kv head (decoding): the split-KV kernels (kernels/decode).
+  if (const decode::Plan plan = decode::plan(p, p.device.index); plan.ok) {
+    decode_forward(p, kp, plan, stream);
+    return;
+  }
   // A KV cache (used keys, blocks): the sm80 forward, on Hopper too (its last partial V
   // tile would meet the unused rows there; docs/kernel_notes.md, session 38).
   cudaError_t err;

@@ -1,0 +1,6 @@
+// The decoding path's kernels for head dim 96, bf16 (decode.h).
+#include "kernels/decode/decode_kernel.cuh"
+
+namespace flashattn::decode {
+template cudaError_t run_decode<96, true>(const DecodeArgs&, const Plan&, cudaStream_t);
+}  // namespace flashattn::decode
