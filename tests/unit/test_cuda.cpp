@@ -216,7 +216,9 @@ class CudaDecode : public ::testing::TestWithParam<CaseParam> {};
 
 TEST_P(CudaDecode, MatchesReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
-  check_forward(std::get<0>(GetParam()), std::get<1>(GetParam()));
+  const Case& c = std::get<0>(GetParam());
+  if (!cuda_builds(c.dtype, c.Dqk, c.Dv)) GTEST_SKIP() << "no kernel for this head dim and dtype in this build";
+  check_forward(c, std::get<1>(GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Decode, CudaDecode, ::testing::ValuesIn(on_cuda(decode_cases())), CaseParamName());

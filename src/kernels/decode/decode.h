@@ -22,7 +22,8 @@ using detail::FwdKernelParams;
 
 constexpr int kBlockRows = 16;  // rows of one block: one mma.m16n8k16 M
 constexpr int kMaxRows = 64;    // rows per kv head (Sq x group) the path takes: four blocks' worth
-constexpr int kTileKeys = 64;   // keys per pipeline stage, 16 per warp; pages are multiples of 64
+constexpr int kWarpKeys = 16;   // keys a warp takes of each ring stage (a page holds whole ones)
+constexpr int kDecodeWarps = 4; // a block's warps (the kernel takes 4 or 8)
 constexpr int kMaxSplits = 128;
 
 struct DecodeArgs : FwdKernelParams {
@@ -34,7 +35,7 @@ struct DecodeArgs : FwdKernelParams {
   // From plan():
   int row_groups = 1;  // blocks per kv head along rows: ceil(Sq x group / 16)
   int splits = 1;      // blocks per (kv head, row group, sequence) along keys
-  int stages = 2;      // cp.async ring depth, 2-6 (K and V of 64 keys a stage)
+  int stages = 2;      // cp.async ring depth, 2-6 (K and V of 16 keys a warp a stage)
   // splits > 1: each split's normalised O and its LSE (log2 units), merged by the
   // second kernel: [splits, B, Hkv, row_groups x 16, head dim] and [splits, B, Hkv,
   // row_groups x 16], fp32.
@@ -51,9 +52,8 @@ struct Plan {
 };
 
 // Whether the decoding path takes p on `device`, and its launch shape. Off with
-// FLASHATTN_CUDA_DECODE=0; FLASHATTN_CUDA_DECODE_SPLITS=n and
-// FLASHATTN_CUDA_DECODE_STAGES=2..6 force the split count and the ring's depth
-// (benchmarks). Not taken: packed batches, dropout, more than kMaxRows rows per kv head.
+// FLASHATTN_CUDA_DECODE=0; FLASHATTN_CUDA_DECODE_SPLITS=n and FLASHATTN_CUDA_DECODE_STAGES=2..6
+// force the split count and the ring's depth (benchmarks). Not taken: packed batches, dropout, more than kMaxRows rows per kv head.
 Plan plan(const FwdParams& p, int device);
 // Runs the planned kernels on `stream` (o_part / lse_part set when splits > 1).
 cudaError_t run(const DecodeArgs& a, const Plan& plan, cudaStream_t stream);

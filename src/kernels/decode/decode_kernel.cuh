@@ -1,13 +1,13 @@
 // The decoding path's kernels (decode.h): split-KV attention for the rows of a kv
 // head, and the merge of the splits.
-//   decode_kernel: block (split, kv head x row group, sequence), 4 warps. The 16 rows
+//   decode_kernel: block (split, kv head x row group, sequence), kWarps warps. The 16 rows
 //     are (query head of the group, query token) pairs, row r = g x Sq + i, so the
-//     group's query heads share each K / V tile. 64-key tiles stream through a
-//     cp.async ring; warp w takes keys [16 w, 16 w + 16) of each tile: S = Q K^T
-//     (mma.m16n8k16, Q and K by ldmatrix), mask and online softmax in registers, O +=
-//     P V (V by ldmatrix.trans). The four warps' (max, sum, O) merge through shared
-//     memory at the end; with one split the block writes O and the LSE, otherwise its
-//     normalised O and LSE go to the split's slot.
+//     group's query heads share each K / V tile. Tiles of 16 keys a warp stream through a
+//     cp.async ring; warp w takes keys [16 w, 16 w + 16) of each stage, copies them itself
+//     and waits for nothing else: S = Q K^T (mma.m16n8k16, Q and K by ldmatrix), mask and
+//     online softmax in registers, O += P V (V by ldmatrix.trans). The warps' (max, sum,
+//     O) merge through shared memory at the end; with one split the block writes O and
+//     the LSE, otherwise its normalised O and LSE go to the split's slot.
 //   decode_combine: a warp per output row weighs the splits by their LSE.
 #pragma once
 
@@ -105,21 +105,14 @@ struct Keys {
 
 }  // namespace device
 
-// Shared memory: Q's 16 rows, then the ring: stage s holds K (64 rows) and V (64 rows).
-// Rows are kHeadDim + 8 elements apart: 16-byte aligned for cp.async and ldmatrix, and
-// the 8 rows one ldmatrix reads fall on distinct banks.
-template <int kHeadDim>
-struct Smem {
-  static constexpr int kStride = kHeadDim + 8;
-  static constexpr size_t kQ = size_t(kBlockRows) * kStride * 2;
-  static constexpr size_t kStage = size_t(2) * kTileKeys * kStride * 2;
-  static constexpr size_t bytes(int stages) { return kQ + kStage * size_t(stages); }
-};
-
-template <int kHeadDim, bool kBf16>
-__global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ DecodeArgs a) {
+// Shared memory (decode.h, smem_bytes): Q's 16 rows, then the ring: stage s holds K and V,
+// 16 rows a warp each. Rows are kHeadDim + 8 elements apart: 16-byte aligned for
+// cp.async and ldmatrix, and the 8 rows one ldmatrix reads fall on distinct banks.
+template <int kHeadDim, bool kBf16, int kWarps>
+__global__ void __launch_bounds__(kWarps * 32) decode_kernel(const __grid_constant__ DecodeArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  constexpr int kStride = Smem<kHeadDim>::kStride;
+  constexpr int kThreads = kWarps * 32, kTile = kWarps * 16;  // keys a stage
+  constexpr int kStride = kHeadDim + 8;
   constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks of a row
   constexpr int kN8 = kHeadDim / 8;      // O's n8 tiles
   extern __shared__ __align__(128) uint16_t smem[];
@@ -139,13 +132,13 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
 
   // The keys any query token sees, in 64-key tiles, and this split's share of them.
   const int k_lo = int(mask.col_begin(0)), k_hi = max(k_lo, int(mask.col_end(sq - 1)));
-  const int t_lo = k_lo / kTileKeys, t_hi = (k_hi + kTileKeys - 1) / kTileKeys;
+  const int t_lo = k_lo / kTile, t_hi = (k_hi + kTile - 1) / kTile;
   const int per = (t_hi - t_lo + a.splits - 1) / a.splits;
   const int t_begin = min(t_lo + split * per, t_hi), t_end = min(t_begin + per, t_hi);
   const int n_tiles = t_end - t_begin;
 
   // Q's rows (zeros past the group's rows and past dqk), in the first copy group.
-  for (int c = tid; c < kBlockRows * kChunks; c += 128) {
+  for (int c = tid; c < kBlockRows * kChunks; c += kThreads) {
     const int row = c / kChunks, ch = c % kChunks, r = rg * kBlockRows + row;
     const bool valid = r < rows && ch * 8 < dqk;
     const auto* src = static_cast<const uint16_t*>(a.q);
@@ -158,16 +151,16 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
   // zeros, never read. Each warp loads and reads only its own rows of the ring, so the
   // warps wait for nothing but their own copies (no block barrier a tile).
   auto load_tile = [&](int t, int s) {
-    const int key0 = t * kTileKeys;
+    const int key0 = t * kTile + warp * 16;  // a warp's 16 keys lie in one page (pages: 64n keys)
     const int64_t k_at = keys.tile_row(key0, a.k_batch_stride, a.k_row_stride, a.k_head_stride);
     const int64_t v_at = keys.tile_row(key0, a.v_batch_stride, a.v_row_stride, a.v_head_stride);
-    uint16_t* const s_k = s_ring + s * 2 * kTileKeys * kStride;
-    uint16_t* const s_v = s_k + kTileKeys * kStride;
+    uint16_t* const s_k = s_ring + (s * 2 * kTile + warp * 16) * kStride;
+    uint16_t* const s_v = s_k + kTile * kStride;
     const auto* k = static_cast<const uint16_t*>(a.k);
     const auto* v = static_cast<const uint16_t*>(a.v);
 #pragma unroll
     for (int c = lane; c < 16 * kChunks; c += 32) {
-      const int row = warp * 16 + c / kChunks, ch = c % kChunks;
+      const int row = c / kChunks, ch = c % kChunks;
       const bool in = key0 + row < used;
       const bool k_ok = in && ch * 8 < dqk, v_ok = in && ch * 8 < dv;
       detail::cp_async_zfill<16>(s_k + row * kStride + ch * 8, k_ok ? k + k_at + row * a.k_row_stride + ch * 8 : k, k_ok);
@@ -212,8 +205,8 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
       if (next < n_tiles) load_tile(t_begin + next, next % a.stages);
       device::cp_async_commit();
     }
-    const uint16_t* const s_k = s_ring + (i % a.stages) * 2 * kTileKeys * kStride + warp * 16 * kStride;
-    const uint16_t* const s_v = s_k + kTileKeys * kStride;
+    const uint16_t* const s_k = s_ring + ((i % a.stages) * 2 * kTile + warp * 16) * kStride;
+    const uint16_t* const s_v = s_k + kTile * kStride;
 
     // S = Q K^T for this warp's 16 keys: two n8 tiles.
     float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
@@ -227,7 +220,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
     }
 
     // Scores in log2 units: modifiers, mask (per row's bounds), online softmax.
-    const int key_base = (t_begin + i) * kTileKeys + warp * 16 + 2 * (lane % 4);
+    const int key_base = (t_begin + i) * kTile + warp * 16 + 2 * (lane % 4);
 #pragma unroll
     for (int j = 0; j < 2; ++j)
 #pragma unroll
@@ -281,10 +274,10 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
   device::cp_async_wait<0>();
   __syncthreads();  // the ring is free for the merge
 
-  // The four warps' (max, sum, O) through shared memory: [warp][row] and [warp][row][col].
+  // The warps' (max, sum, O) through shared memory: [warp][row] and [warp][row][col].
   float* const s_o = reinterpret_cast<float*>(s_ring);
-  float* const s_m = s_o + 4 * kBlockRows * kHeadDim;
-  float* const s_l = s_m + 4 * kBlockRows;
+  float* const s_m = s_o + kWarps * kBlockRows * kHeadDim;
+  float* const s_l = s_m + kWarps * kBlockRows;
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
     l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 1);
@@ -300,16 +293,17 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
   }
   __syncthreads();
 
-  // 8 threads a row, kHeadDim / 8 columns each.
-  constexpr int kCols = kHeadDim / 8;
-  const int row = tid / 8, c0 = tid % 8 * kCols, r = rg * kBlockRows + row;
+  // kThreads / 16 threads a row, an even number of columns each.
+  constexpr int kPerRow = kThreads / kBlockRows, kCols = kHeadDim / kPerRow;
+  static_assert(kCols % 2 == 0, "the merge writes column pairs");
+  const int row = tid / kPerRow, c0 = tid % kPerRow * kCols, r = rg * kBlockRows + row;
   if (r >= rows) return;
   float mx = -INFINITY;
 #pragma unroll
-  for (int w = 0; w < 4; ++w) mx = fmaxf(mx, s_m[w * kBlockRows + row]);
-  float weight[4], sum = 0.f;
+  for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, s_m[w * kBlockRows + row]);
+  float weight[kWarps], sum = 0.f;
 #pragma unroll
-  for (int w = 0; w < 4; ++w) {
+  for (int w = 0; w < kWarps; ++w) {
     const float mw = s_m[w * kBlockRows + row];
     weight[w] = mw == -INFINITY ? 0.f : exp2f(mw - mx);
     sum += weight[w] * s_l[w * kBlockRows + row];
@@ -317,7 +311,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
   // A row with keys in range whose sum is 0 met -inf / NaN inputs: NaN, as the tiled
   // kernels give; one without keys: 0 and LSE -inf (the contract's empty row).
   const int q = r % sq, hq = hk * group + r / sq;
-  const bool sees = max(int(mask.col_begin(q)), t_begin * kTileKeys) < min(int(mask.col_end(q)), t_end * kTileKeys);
+  const bool sees = max(int(mask.col_begin(q)), t_begin * kTile) < min(int(mask.col_end(q)), t_end * kTile);
   const float inv = sum > 0.f ? 1.f / sum : (sees ? NAN : 0.f);
   const float lse2 = sum > 0.f ? mx + log2f(sum) : (sees ? NAN : -INFINITY);
   float acc[kCols];
@@ -325,7 +319,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
   for (int c = 0; c < kCols; ++c) {
     float x = 0.f;
 #pragma unroll
-    for (int w = 0; w < 4; ++w) x += weight[w] * s_o[(w * kBlockRows + row) * kHeadDim + c0 + c];
+    for (int w = 0; w < kWarps; ++w) x += weight[w] * s_o[(w * kBlockRows + row) * kHeadDim + c0 + c];
     acc[c] = x * inv;
   }
   if (a.splits == 1) {
@@ -334,14 +328,14 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
 #pragma unroll
     for (int c = 0; c < kCols; c += 2)
       if (c0 + c < dv) *reinterpret_cast<uint32_t*>(out + c0 + c) = device::pack<kBf16>(acc[c], acc[c + 1]);
-    if (tid % 8 == 0 && a.lse != nullptr)
+    if (tid % kPerRow == 0 && a.lse != nullptr)
       a.lse[int64_t(b) * a.lse_batch_stride + int64_t(hq) * a.lse_head_stride + q] = lse2 * 0.6931471805599453f;
   } else {
     const int64_t slot = ((int64_t(split) * a.batch + b) * a.heads_kv + hk) * (a.row_groups * kBlockRows) + r;
     float* const part = a.o_part + slot * kHeadDim + c0;
 #pragma unroll
-    for (int c = 0; c < kCols; c += 4) *reinterpret_cast<float4*>(part + c) = make_float4(acc[c], acc[c + 1], acc[c + 2], acc[c + 3]);
-    if (tid % 8 == 0) a.lse_part[slot] = lse2;
+    for (int c = 0; c < kCols; c += 2) *reinterpret_cast<float2*>(part + c) = make_float2(acc[c], acc[c + 1]);
+    if (tid % kPerRow == 0) a.lse_part[slot] = lse2;
   }
 #endif
 }
@@ -409,15 +403,21 @@ __global__ void __launch_bounds__(128) decode_combine(const __grid_constant__ De
 #endif
 }
 
-template <int kHeadDim, bool kBf16>
-cudaError_t run_decode(const DecodeArgs& a, const Plan& plan, cudaStream_t stream) {
-  static_assert(kHeadDim % 32 == 0, "head dim: 8 threads a row take whole float4s of the merge");
-  const auto kernel = decode_kernel<kHeadDim, kBf16>;
+template <int kHeadDim, bool kBf16, int kWarps>
+cudaError_t launch_decode(const DecodeArgs& a, const Plan& plan, cudaStream_t stream) {
+  const auto kernel = decode_kernel<kHeadDim, kBf16, kWarps>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.smem_bytes));
   if (err != cudaSuccess) return err;
   const dim3 grid(unsigned(a.splits), unsigned(a.heads_kv * a.row_groups), unsigned(a.batch));
-  kernel<<<grid, 128, plan.smem_bytes, stream>>>(a);
-  err = cudaGetLastError();
+  kernel<<<grid, kWarps * 32, plan.smem_bytes, stream>>>(a);
+  return cudaGetLastError();
+}
+
+template <int kHeadDim, bool kBf16>
+cudaError_t run_decode(const DecodeArgs& a, const Plan& plan, cudaStream_t stream) {
+  static_assert(kHeadDim % 32 == 0, "head dim: the merge's float4s");
+  // Four warps: eight measured the same on the H100 (kernel notes, decoding path v4).
+  cudaError_t err = launch_decode<kHeadDim, kBf16, kDecodeWarps>(a, plan, stream);
   if (err != cudaSuccess || a.splits == 1) return err;
   // Programmatic launch (sm90): the merge's blocks start as the splits' blocks leave, not
   // a launch later.

@@ -59,11 +59,11 @@ cudaError_t run_dim(int dim, const DecodeArgs& a, const Plan& plan, cudaStream_t
   }
 }
 
-// The main kernel's shared memory (decode_kernel.cuh, Smem): Q's 16 rows, then
-// `stages` stages of K and V, 64 rows each; rows padded by 8 elements.
-size_t smem_bytes(int dim, int stages) {
+// The main kernel's shared memory (decode_kernel.cuh): Q's 16 rows, then `stages` stages
+// of K and V, 16 rows a warp each; rows padded by 8 elements.
+size_t smem_bytes(int dim, int stages, int warps) {
   const size_t stride = size_t(dim + 8) * 2;
-  return kBlockRows * stride + size_t(stages) * 2 * kTileKeys * stride;
+  return kBlockRows * stride + size_t(stages) * 2 * kWarpKeys * warps * stride;
 }
 
 int env_int(const char* name, int fallback) {
@@ -95,19 +95,21 @@ Plan plan(const FwdParams& p, int device) {
   // the memory busy; on the H100, hd128, 4 stages at one block an SM measured 2-5% faster
   // than 3 at two at B = 1 and 8, 1% slower at 64 x 16384: kernel notes, decoding path v3);
   // a block that cannot hold two stages is not run here (hd256 on GPUs with 99 KiB a block).
+  constexpr int warps = kDecodeWarps;
   int stages = 4;
-  while (stages > 2 && smem_bytes(dim, stages) > size_t(smem_block)) --stages;
+  while (stages > 2 && smem_bytes(dim, stages, warps) > size_t(smem_block)) --stages;
   if (const int forced = env_int("FLASHATTN_CUDA_DECODE_STAGES", 0); forced >= 2 && forced <= 6) stages = forced;
-  if (smem_bytes(dim, stages) > size_t(smem_block)) return out;
-  const int per_sm = std::max<int>(1, int(size_t(smem_sm) / (smem_bytes(dim, stages) + 1024)));
+  if (smem_bytes(dim, stages, warps) > size_t(smem_block)) return out;
+  const int per_sm = std::max<int>(1, int(size_t(smem_sm) / (smem_bytes(dim, stages, warps) + 1024)));
+  const int tile = kWarpKeys * warps;  // keys a stage
 
-  // Splits: blocks in whole waves of every SM's share, at least two 64-key tiles a split.
+  // Splits: blocks in whole waves of every SM's share, at least two ring stages a split.
   // The fewest splits whose waves are 95% full or more of the best count's (the blocks of
   // one call do equal work, so a wave's empty slots are lost time; FlashAttention-2's
   // heuristic with a tighter bar). A sliding window bounds the keys any row sees.
   int64_t keys = p.seqlen_k;
-  if (p.window_left >= 0) keys = std::min<int64_t>(keys, p.window_left + p.seqlen_q + kTileKeys);
-  const int64_t tiles = (keys + kTileKeys - 1) / kTileKeys;
+  if (p.window_left >= 0) keys = std::min<int64_t>(keys, p.window_left + p.seqlen_q + tile);
+  const int64_t tiles = (keys + tile - 1) / tile;
   const int64_t base = std::max<int64_t>(1, p.batch * p.heads_kv * out.row_groups);
   const int64_t target = int64_t(std::max(1, sms)) * per_sm;
   const int64_t most = std::max<int64_t>(1, std::min<int64_t>({(tiles + 1) / 2, kMaxSplits, (target + base - 1) / base}));
@@ -126,7 +128,7 @@ Plan plan(const FwdParams& p, int device) {
   out.head_dim = dim;
   out.splits = int(splits);
   out.stages = stages;
-  out.smem_bytes = smem_bytes(dim, stages);
+  out.smem_bytes = smem_bytes(dim, stages, warps);
   if (out.splits > 1) {
     const size_t slots = size_t(out.splits) * size_t(p.batch) * size_t(p.heads_kv) * out.row_groups * kBlockRows;
     out.lse_offset = (slots * dim * sizeof(float) + 255) / 256 * 256;
