@@ -196,7 +196,8 @@ TEST(CudaKvCache, UncheckedDeviceValuesStayInBounds) {
 }
 // The decoding path (kernels/decode): up to 64 query rows per kv head (query heads of a
 // group x tokens) in 16-row blocks, the keys split over blocks and merged by LSE. Long
-// caches give many splits; 32 and 48 rows per kv head take two and three row blocks.
+// caches give many splits; 32 and 48 rows per kv head take two and three row blocks;
+// packed batches give each sequence its own rows (the second: 3 x 4 = 12 of them).
 std::vector<Case> decode_cases() {
   return in_dtypes({
       Case("decode_splits").batch(1).seq(1, 4096).heads(32, 8).dims(128, 128).used({4000}),
@@ -209,6 +210,9 @@ std::vector<Case> decode_cases() {
       Case("decode_dv_padded").batch(2).seq(1, 700).heads(8, 8).dims(72, 40).used({650, 0}),
       Case("decode_sq_past_sk").batch(2).seq(8, 5).heads(4, 2).dims(128, 128).causal_mask(),
       Case("decode_no_cache").batch(2).seq(5, 3333).heads(12, 3).dims(96, 96).win(-1, 2),
+      // Packed batches (a serving step: a token or a few per sequence, cu_seqlens).
+      Case("decode_packed").packed({1, 3, 0, 2}, {700, 1500, 5, 64}).heads(16, 4).dims(128, 128).causal_mask(),
+      Case("decode_packed_used").packed({1, 1, 2}, {300, 900, 64}).heads(32, 2).dims(64, 64).used({17, 900, 0}),
   }, {DType::bf16, DType::f16});
 }
 

@@ -53,7 +53,8 @@ struct Plan {
 
 // Whether the decoding path takes p on `device`, and its launch shape. Off with
 // FLASHATTN_CUDA_DECODE=0; FLASHATTN_CUDA_DECODE_SPLITS=n and FLASHATTN_CUDA_DECODE_STAGES=2..6
-// force the split count and the ring's depth (benchmarks). Not taken: packed batches, dropout, more than kMaxRows rows per kv head.
+// force the split count and the ring's depth (benchmarks). Not taken: dropout, more than
+// kMaxRows rows per kv head (packed batches: max_seqlen_q x group).
 Plan plan(const FwdParams& p, int device);
 // Runs the planned kernels on `stream` (o_part / lse_part set when splits > 1).
 cudaError_t run(const DecodeArgs& a, const Plan& plan, cudaStream_t stream);

@@ -20,6 +20,7 @@
 #include "kernels/common/cp_async.cuh"
 #include "kernels/common/mask.h"
 #include "kernels/common/pdl.cuh"
+#include "kernels/common/seqlen.h"
 #include "kernels/decode/decode.h"
 
 namespace flashattn::decode {
@@ -85,10 +86,12 @@ __device__ __forceinline__ void cp_async_wait_ring(int stages) {
 }
 
 // The kv head's keys the block reads: sequence b's used length and, paged, the block
-// holding a 64-key tile (a tile never spans two: pages are multiples of 64).
+// holding a warp's 16 keys (they never span two: pages are multiples of 64); packed
+// keys start at the sequence's offset.
 struct Keys {
   const DecodeArgs& a;
   int b, hk;
+  int64_t k_offset;
   // Element offset of key `key0`'s row (the first of its tile) of head hk.
   __device__ __forceinline__ int64_t tile_row(int key0, int64_t batch_stride, int64_t row_stride,
                                               int64_t head_stride) const {
@@ -97,7 +100,7 @@ struct Keys {
       const int blk = min(max(a.block_table[b * a.block_table_stride + key0 / a.page_size], 0), a.num_blocks - 1);
       at = int64_t(blk) * batch_stride + int64_t(key0 % a.page_size) * row_stride;
     } else {
-      at = int64_t(b) * batch_stride + int64_t(key0) * row_stride;
+      at = int64_t(b) * batch_stride + (k_offset + key0) * row_stride;
     }
     return at + int64_t(hk) * head_stride;
   }
@@ -123,11 +126,14 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const __grid_consta
   detail::pdl_trigger();
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int split = blockIdx.x, hk = blockIdx.y / a.row_groups, rg = blockIdx.y % a.row_groups, b = blockIdx.z;
-  const int group = int(a.heads_q / a.heads_kv), sq = int(a.seqlen_q), rows = sq * group;
-  int used = int(a.seqlen_k);
+  // Sequence b's rows and lengths (packed batches: its own, from cu_seqlens).
+  const detail::SeqLen sl(a, b);
+  const int group = int(a.heads_q / a.heads_kv), sq = int(sl.seqlen_q), rows = sq * group;
+  if (rg * kBlockRows >= rows) return;  // packed: a shorter sequence's unused row block, or none
+  int used = int(sl.seqlen_k);
   if (a.seqused_k != nullptr) used = min(max(a.seqused_k[b], 0), used);
   const detail::Mask mask(sq, used, a.window_left, a.window_right);
-  const device::Keys keys{a, b, hk};
+  const device::Keys keys{a, b, hk, sl.k_offset};
   const int dqk = int(a.head_dim_qk), dv = int(a.head_dim_v);
 
   // The keys any query token sees, in 64-key tiles, and this split's share of them.
@@ -143,8 +149,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const __grid_consta
     const bool valid = r < rows && ch * 8 < dqk;
     const auto* src = static_cast<const uint16_t*>(a.q);
     if (valid)
-      src += int64_t(b) * a.q_batch_stride + int64_t(r % sq) * a.q_row_stride +
-             int64_t(hk * group + r / sq) * a.q_head_stride + ch * 8;
+      src += sl.q_row(b, a.q_batch_stride, a.q_row_stride, a.q_head_stride, hk * group + r / sq, r % sq) + ch * 8;
     detail::cp_async_zfill<16>(s_q + row * kStride + ch * 8, src, valid);
   }
   // This warp's 16 keys of tile t (K and V) into stage s; keys past the used ones are
@@ -323,13 +328,11 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const __grid_consta
     acc[c] = x * inv;
   }
   if (a.splits == 1) {
-    auto* out = static_cast<uint16_t*>(a.out) + int64_t(b) * a.o_batch_stride + int64_t(q) * a.o_row_stride +
-                int64_t(hq) * a.o_head_stride;
+    auto* out = static_cast<uint16_t*>(a.out) + sl.q_row(b, a.o_batch_stride, a.o_row_stride, a.o_head_stride, hq, q);
 #pragma unroll
     for (int c = 0; c < kCols; c += 2)
       if (c0 + c < dv) *reinterpret_cast<uint32_t*>(out + c0 + c) = device::pack<kBf16>(acc[c], acc[c + 1]);
-    if (tid % kPerRow == 0 && a.lse != nullptr)
-      a.lse[int64_t(b) * a.lse_batch_stride + int64_t(hq) * a.lse_head_stride + q] = lse2 * 0.6931471805599453f;
+    if (tid % kPerRow == 0 && a.lse != nullptr) a.lse[sl.lse_index(a, b, hq, q)] = lse2 * 0.6931471805599453f;
   } else {
     const int64_t slot = ((int64_t(split) * a.batch + b) * a.heads_kv + hk) * (a.row_groups * kBlockRows) + r;
     float* const part = a.o_part + slot * kHeadDim + c0;
@@ -350,9 +353,12 @@ __global__ void __launch_bounds__(128) decode_combine(const __grid_constant__ De
   detail::pdl_wait();  // launched early (run_decode): the splits' results are complete past here
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t id = int64_t(blockIdx.x) * 4 + warp;
-  const int sq = int(a.seqlen_q), group = int(a.heads_q / a.heads_kv);
-  if (id >= a.batch * a.heads_q * sq) return;
-  const int q = int(id % sq), hq = int(id / sq % a.heads_q), b = int(id / sq / a.heads_q);
+  const int max_sq = int(a.seqlen_q), group = int(a.heads_q / a.heads_kv);  // packed: the longest
+  if (id >= a.batch * a.heads_q * max_sq) return;
+  const int q = int(id % max_sq), hq = int(id / max_sq % a.heads_q), b = int(id / max_sq / a.heads_q);
+  const detail::SeqLen sl(a, b);
+  const int sq = int(sl.seqlen_q);
+  if (q >= sq) return;
   const int hk = hq / group, r = hq % group * sq + q;
   const int64_t rows = int64_t(a.row_groups) * kBlockRows;
   const int64_t slot0 = (int64_t(b) * a.heads_kv + hk) * rows + r, step = a.batch * a.heads_kv * rows;
@@ -381,8 +387,7 @@ __global__ void __launch_bounds__(128) decode_combine(const __grid_constant__ De
 #pragma unroll
   for (int j = 0; j < kPerLane; ++j) s_weight[warp][lane + 32 * j] = lse[j] * inv;
   __syncwarp();
-  auto* out = static_cast<uint16_t*>(a.out) + int64_t(b) * a.o_batch_stride + int64_t(q) * a.o_row_stride +
-              int64_t(hq) * a.o_head_stride;
+  auto* out = static_cast<uint16_t*>(a.out) + sl.q_row(b, a.o_batch_stride, a.o_row_stride, a.o_head_stride, hq, q);
   const int dv = int(a.head_dim_v);
   for (int c = lane * 4; c < dv; c += 128) {
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -398,8 +403,7 @@ __global__ void __launch_bounds__(128) decode_combine(const __grid_constant__ De
     }
     *reinterpret_cast<uint2*>(out + c) = make_uint2(device::pack<kBf16>(acc.x, acc.y), device::pack<kBf16>(acc.z, acc.w));
   }
-  if (lane == 0 && a.lse != nullptr)
-    a.lse[int64_t(b) * a.lse_batch_stride + int64_t(hq) * a.lse_head_stride + q] = lse2 * 0.6931471805599453f;
+  if (lane == 0 && a.lse != nullptr) a.lse[sl.lse_index(a, b, hq, q)] = lse2 * 0.6931471805599453f;
 #endif
 }
 

@@ -79,7 +79,7 @@ int env_int(const char* name, int fallback) {
 Plan plan(const FwdParams& p, int device) {
   Plan out;
   if (env_int("FLASHATTN_CUDA_DECODE", 1) == 0) return out;
-  if (p.is_varlen() || p.dropout_p > 0.f) return out;
+  if (p.dropout_p > 0.f) return out;
   const int64_t rows = p.seqlen_q * p.group_size();
   if (rows > kMaxRows) return out;
   const int dim = sm80::forward_head_dim(p);
