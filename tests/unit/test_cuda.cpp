@@ -210,6 +210,8 @@ std::vector<Case> decode_cases() {
       Case("decode_dv_padded").batch(2).seq(1, 700).heads(8, 8).dims(72, 40).used({650, 0}),
       Case("decode_sq_past_sk").batch(2).seq(8, 5).heads(4, 2).dims(128, 128).causal_mask(),
       Case("decode_no_cache").batch(2).seq(5, 3333).heads(12, 3).dims(96, 96).win(-1, 2),
+      Case("decode_dv_wider").batch(2).seq(2, 900).heads(8, 2).dims(64, 128).used({900, 450}),
+      Case("decode_hd192_window").batch(1).seq(1, 5000).heads(8, 1).dims(192, 192).win(1200, -1),
       // Packed batches (a serving step: a token or a few per sequence, cu_seqlens).
       Case("decode_packed").packed({1, 3, 0, 2}, {700, 1500, 5, 64}).heads(16, 4).dims(128, 128).causal_mask(),
       Case("decode_packed_used").packed({1, 1, 2}, {300, 900, 64}).heads(32, 2).dims(64, 64).used({17, 900, 0}),
@@ -263,6 +265,30 @@ TEST(CudaDecodeSplits, EveryCountAndThePathOff) {
     ++ran;
   }
   if (ran == 0) GTEST_SKIP() << "no case's head dim and dtype in this build";
+}
+
+// A split whose every score is -inf (an infinite key, the first half of the cache) merges
+// as one without keys: the row is the attention over the other keys, as with one split,
+// not NaN (which the contract keeps for rows whose every visible score is -inf).
+TEST(CudaDecodeSplits, AllScoresInfiniteInOneSplit) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  if (!cuda_builds(DType::bf16, 128, 128)) GTEST_SKIP() << "no bf16 head dim 128 kernel in this build";
+  Problem p = make_problem(Case("inf_split").batch(1).seq(1, 4096).heads(4, 1).dims(128, 128).type(DType::bf16));
+  for (int64_t i = 0; i < p.q.numel(); ++i) p.q.set(i, 1.0);  // q . k = -inf for k = -inf, no 0 * inf
+  for (int64_t i = 0; i < 2048 * 128; ++i) p.k.set(i, -INFINITY);  // keys 0..2047 of the one kv head
+  HostTensor one, two;
+  {
+    ScopedEnv env("FLASHATTN_CUDA_DECODE_SPLITS", "1");
+    one = kv_forward(p, cuda_target(), nullptr, 0, false);
+  }
+  {
+    ScopedEnv env("FLASHATTN_CUDA_DECODE_SPLITS", "2");
+    two = kv_forward(p, cuda_target(), nullptr, 0, false);
+  }
+  for (int64_t i = 0; i < one.numel(); ++i) {
+    ASSERT_TRUE(std::isfinite(one.get(i)) && std::isfinite(two.get(i))) << "element " << i;
+    EXPECT_NEAR(one.get(i), two.get(i), 2e-2) << "element " << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Lengths, CudaForward, ::testing::ValuesIn(on_cuda(low_precision(length_cases()))), CaseParamName());

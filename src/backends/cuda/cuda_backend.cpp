@@ -201,9 +201,11 @@ void decode_forward(const HostFwdParams& p, const FwdKernelParams& kp, const dec
     cudaMemPool_t pool = scratch_pool(p.device.index);
     err = pool != nullptr ? cudaMallocFromPoolAsync(&scratch, plan.scratch_bytes, pool, stream)
                           : cudaMallocAsync(&scratch, plan.scratch_bytes, stream);
-    if (err != cudaSuccess)
+    if (err != cudaSuccess) {
+      cudaGetLastError();  // not left for the next call's launch check
       throw Error(ErrorKind::runtime, "", "CUDA forward could not get " + std::to_string(plan.scratch_bytes) +
                                               " bytes of scratch: " + cuda_message(err));
+    }
     a.o_part = static_cast<float*>(scratch);
     a.lse_part = reinterpret_cast<float*>(static_cast<char*>(scratch) + plan.lse_offset);
   }
@@ -356,9 +358,11 @@ void cuda_backward(const BwdParams& p) {
   cudaMemPool_t pool = scratch_pool(p.device.index);
   cudaError_t err = pool != nullptr ? cudaMallocFromPoolAsync(&scratch, bytes, pool, stream)
                                     : cudaMallocAsync(&scratch, bytes, stream);
-  if (err != cudaSuccess)
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // not left for the next call's launch check
     throw Error(ErrorKind::runtime, "", "CUDA backward could not get " + std::to_string(bytes) +
                                             " bytes of scratch: " + cuda_message(err));
+  }
   kp.row_dot = static_cast<float*>(scratch);
   kp.lse_log2 = reinterpret_cast<float*>(static_cast<char*>(scratch) + dot_bytes);
   if (dq_bytes > 0) kp.dq_accum = reinterpret_cast<float*>(static_cast<char*>(scratch) + dot_bytes + lse_bytes);

@@ -25,6 +25,7 @@ constexpr int kMaxRows = 64;    // rows per kv head (Sq x group) the path takes:
 constexpr int kWarpKeys = 16;   // keys a warp takes of each ring stage (a page holds whole ones)
 constexpr int kDecodeWarps = 4; // a block's warps (the kernel takes 4 or 8)
 constexpr int kMaxSplits = 128;
+constexpr int kMaxDevices = 64;  // devices whose shared-memory setting is remembered (others: set per call)
 
 struct DecodeArgs : FwdKernelParams {
   // The KV cache (backends/host_params.h, KvCache), read on the device and clamped.
@@ -46,6 +47,8 @@ struct DecodeArgs : FwdKernelParams {
 struct Plan {
   bool ok = false;  // the path takes the call
   int head_dim = 0, row_groups = 1, splits = 1, stages = 2;
+  bool early_merge = false;  // the merge by programmatic launch (sm90; FLASHATTN_SM90_PDL)
+  int device = 0;
   size_t smem_bytes = 0;     // dynamic shared memory of the main kernel
   size_t scratch_bytes = 0;  // o_part + lse_part (0 when splits == 1)
   size_t lse_offset = 0;     // bytes from o_part to lse_part

@@ -14,6 +14,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 
@@ -123,21 +124,25 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const __grid_consta
   uint16_t* const s_ring = smem + kBlockRows * kStride;
 
   // The merge may be scheduled now; it waits for this grid's end before it reads.
-  detail::pdl_trigger();
+  if (a.splits > 1) detail::pdl_trigger();
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int split = blockIdx.x, hk = blockIdx.y / a.row_groups, rg = blockIdx.y % a.row_groups, b = blockIdx.z;
   // Sequence b's rows and lengths (packed batches: its own, from cu_seqlens).
   const detail::SeqLen sl(a, b);
-  const int group = int(a.heads_q / a.heads_kv), sq = int(sl.seqlen_q), rows = sq * group;
+  // Rows are (query head, token) pairs of at most max_seqlen_q tokens (a packed
+  // sequence's cu_seqlens, unchecked on the device, may claim more: those rows are left,
+  // as the tiled kernels leave them); the mask aligns with the sequence's own length.
+  const int group = int(a.heads_q / a.heads_kv), sq_all = int(sl.seqlen_q);
+  const int sq = min(sq_all, int(a.seqlen_q)), rows = sq * group;
   if (rg * kBlockRows >= rows) return;  // packed: a shorter sequence's unused row block, or none
   int used = int(sl.seqlen_k);
   if (a.seqused_k != nullptr) used = min(max(a.seqused_k[b], 0), used);
-  const detail::Mask mask(sq, used, a.window_left, a.window_right);
+  const detail::Mask mask(sq_all, used, a.window_left, a.window_right);
   const device::Keys keys{a, b, hk, sl.k_offset};
   const int dqk = int(a.head_dim_qk), dv = int(a.head_dim_v);
 
   // The keys any query token sees, in 64-key tiles, and this split's share of them.
-  const int k_lo = int(mask.col_begin(0)), k_hi = max(k_lo, int(mask.col_end(sq - 1)));
+  const int k_lo = int(mask.col_begin(0)), k_hi = max(k_lo, int(mask.col_end(sq - 1)));  // k_hi <= used
   const int t_lo = k_lo / kTile, t_hi = (k_hi + kTile - 1) / kTile;
   const int per = (t_hi - t_lo + a.splits - 1) / a.splits;
   const int t_begin = min(t_lo + split * per, t_hi), t_end = min(t_begin + per, t_hi);
@@ -166,7 +171,9 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const __grid_consta
 #pragma unroll
     for (int c = lane; c < 16 * kChunks; c += 32) {
       const int row = c / kChunks, ch = c % kChunks;
-      const bool in = key0 + row < used;
+      // Keys no row sees are zeros too, so that a non-finite value there (a sliding
+      // window's left, the unused rows) meets no row through P = 0.
+      const bool in = key0 + row >= k_lo && key0 + row < k_hi;
       const bool k_ok = in && ch * 8 < dqk, v_ok = in && ch * 8 < dv;
       detail::cp_async_zfill<16>(s_k + row * kStride + ch * 8, k_ok ? k + k_at + row * a.k_row_stride + ch * 8 : k, k_ok);
       detail::cp_async_zfill<16>(s_v + row * kStride + ch * 8, v_ok ? v + v_at + row * a.v_row_stride + ch * 8 : v, v_ok);
@@ -235,7 +242,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const __grid_consta
         if (mods) {
           x *= a.softmax_scale;
           if (a.softcap > 0.f) x = a.softcap * tanhf(x / a.softcap);
-          x -= slope[rr] * fabsf(float(qi[rr] + used - sq - key));
+          x -= slope[rr] * fabsf(float(qi[rr] + used - sq_all - key));
         }
         x *= a.scale_log2;
         s[j][e] = key < lo[rr] || key >= hi[rr] ? -INFINITY : x;
@@ -280,8 +287,9 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const __grid_consta
   __syncthreads();  // the ring is free for the merge
 
   // The warps' (max, sum, O) through shared memory: [warp][row] and [warp][row][col].
+  constexpr int kOStride = kHeadDim + 4;  // floats: the rows' float2 stores off each other's banks
   float* const s_o = reinterpret_cast<float*>(s_ring);
-  float* const s_m = s_o + kWarps * kBlockRows * kHeadDim;
+  float* const s_m = s_o + kWarps * kBlockRows * kOStride;
   float* const s_l = s_m + kWarps * kBlockRows;
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
@@ -294,7 +302,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const __grid_consta
     }
 #pragma unroll
     for (int n = 0; n < kN8; ++n)
-      *reinterpret_cast<float2*>(s_o + row * kHeadDim + n * 8 + 2 * (lane % 4)) = make_float2(o[n][2 * rr], o[n][2 * rr + 1]);
+      *reinterpret_cast<float2*>(s_o + row * kOStride + n * 8 + 2 * (lane % 4)) = make_float2(o[n][2 * rr], o[n][2 * rr + 1]);
   }
   __syncthreads();
 
@@ -316,15 +324,19 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const __grid_consta
   // A row with keys in range whose sum is 0 met -inf / NaN inputs: NaN, as the tiled
   // kernels give; one without keys: 0 and LSE -inf (the contract's empty row).
   const int q = r % sq, hq = hk * group + r / sq;
-  const bool sees = max(int(mask.col_begin(q)), t_begin * kTile) < min(int(mask.col_end(q)), t_end * kTile);
-  const float inv = sum > 0.f ? 1.f / sum : (sees ? NAN : 0.f);
-  const float lse2 = sum > 0.f ? mx + log2f(sum) : (sees ? NAN : -INFINITY);
+  // With splits, a split whose scores were all -inf (an infinite input) merges as one
+  // without keys, and the merge decides between NaN and the empty row for the whole row.
+  const bool sees = a.splits == 1 && mask.col_begin(q) < mask.col_end(q);
+  const bool none = !(sum > 0.f) && !isnan(sum);
+  const float inv = none ? (sees ? NAN : 0.f) : 1.f / sum;
+  const float lse2 = none ? (sees ? NAN : -INFINITY) : mx + log2f(sum);
   float acc[kCols];
 #pragma unroll
   for (int c = 0; c < kCols; ++c) {
     float x = 0.f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) x += weight[w] * s_o[(w * kBlockRows + row) * kHeadDim + c0 + c];
+    for (int w = 0; w < kWarps; ++w)  // a warp without keys adds nothing, whatever its O holds
+      if (weight[w] != 0.f) x += weight[w] * s_o[(w * kBlockRows + row) * kOStride + c0 + c];
     acc[c] = x * inv;
   }
   if (a.splits == 1) {
@@ -357,7 +369,7 @@ __global__ void __launch_bounds__(128) decode_combine(const __grid_constant__ De
   if (id >= a.batch * a.heads_q * max_sq) return;
   const int q = int(id % max_sq), hq = int(id / max_sq % a.heads_q), b = int(id / max_sq / a.heads_q);
   const detail::SeqLen sl(a, b);
-  const int sq = int(sl.seqlen_q);
+  const int sq_all = int(sl.seqlen_q), sq = min(sq_all, max_sq);  // as the main kernel's rows
   if (q >= sq) return;
   const int hk = hq / group, r = hq % group * sq + q;
   const int64_t rows = int64_t(a.row_groups) * kBlockRows;
@@ -381,9 +393,14 @@ __global__ void __launch_bounds__(128) decode_combine(const __grid_constant__ De
   }
 #pragma unroll
   for (int d = 16; d > 0; d /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, d);
-  // No split saw a key: O = 0, LSE = -inf. NaN in a split's LSE reaches both.
-  const float inv = sum == 0.f ? 0.f : 1.f / sum;
-  const float lse2 = sum == 0.f ? -INFINITY : mx + log2f(sum);
+  // No split has weight: the empty row (O = 0, LSE = -inf), or NaN where the row sees
+  // keys (their every score was -inf). NaN in a split's LSE reaches both.
+  int used = int(sl.seqlen_k);
+  if (a.seqused_k != nullptr) used = min(max(a.seqused_k[b], 0), used);
+  const detail::Mask mask(sq_all, used, a.window_left, a.window_right);
+  const bool sees = mask.col_begin(q) < mask.col_end(q);
+  const float inv = sum == 0.f ? (sees ? NAN : 0.f) : 1.f / sum;
+  const float lse2 = sum == 0.f ? (sees ? NAN : -INFINITY) : mx + log2f(sum);
 #pragma unroll
   for (int j = 0; j < kPerLane; ++j) s_weight[warp][lane + 32 * j] = lse[j] * inv;
   __syncwarp();
@@ -393,7 +410,7 @@ __global__ void __launch_bounds__(128) decode_combine(const __grid_constant__ De
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     const float* part = a.o_part + slot0 * kHeadDim + c;
 #pragma unroll 8
-    for (int s = 0; s < a.splits; ++s) {  // a split without keys wrote zeros
+    for (int s = 0; s < a.splits; ++s) {  // a split without weight wrote zeros (its warps' O skipped)
       const float w = s_weight[warp][s];
       const float4 v = *reinterpret_cast<const float4*>(part + s * step * kHeadDim);
       acc.x += w * v.x;
@@ -410,8 +427,14 @@ __global__ void __launch_bounds__(128) decode_combine(const __grid_constant__ De
 template <int kHeadDim, bool kBf16, int kWarps>
 cudaError_t launch_decode(const DecodeArgs& a, const Plan& plan, cudaStream_t stream) {
   const auto kernel = decode_kernel<kHeadDim, kBf16, kWarps>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.smem_bytes));
-  if (err != cudaSuccess) return err;
+  // The shared-memory limit set so far, per device (a driver call saved on most calls).
+  static std::atomic<int> allowed[kMaxDevices] = {};
+  std::atomic<int>* const set = plan.device < kMaxDevices ? &allowed[plan.device] : nullptr;
+  if (set == nullptr || set->load(std::memory_order_relaxed) < int(plan.smem_bytes)) {
+    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.smem_bytes));
+    if (err != cudaSuccess) return err;
+    if (set != nullptr) set->store(int(plan.smem_bytes), std::memory_order_relaxed);
+  }
   const dim3 grid(unsigned(a.splits), unsigned(a.heads_kv * a.row_groups), unsigned(a.batch));
   kernel<<<grid, kWarps * 32, plan.smem_bytes, stream>>>(a);
   return cudaGetLastError();
@@ -426,8 +449,8 @@ cudaError_t run_decode(const DecodeArgs& a, const Plan& plan, cudaStream_t strea
   // Programmatic launch (sm90): the merge's blocks start as the splits' blocks leave, not
   // a launch later.
   const int64_t rows = a.batch * a.heads_q * a.seqlen_q;
-  return detail::launch_early(true, decode_combine<kHeadDim, kBf16>, dim3(unsigned((rows + 3) / 4)), dim3(128), 0,
-                              stream, a);
+  return detail::launch_early(plan.early_merge, decode_combine<kHeadDim, kBf16>, dim3(unsigned((rows + 3) / 4)),
+                              dim3(128), 0, stream, a);
 }
 
 }  // namespace flashattn::decode

@@ -4,10 +4,12 @@
 // the same compiled one the sm80 forward would pick (sm80::forward_head_dim).
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 #include "kernels/decode/decode.h"
 #include "kernels/sm80/launch.h"
+#include "kernels/sm90/launch.h"
 
 namespace flashattn::decode {
 namespace {
@@ -82,13 +84,15 @@ Plan plan(const FwdParams& p, int device) {
   if (p.dropout_p > 0.f) return out;
   const int64_t rows = p.seqlen_q * p.group_size();
   if (rows > kMaxRows) return out;
+  if ((p.batch * p.heads_q * p.seqlen_q + 3) / 4 > std::numeric_limits<int32_t>::max()) return out;  // the merge's grid
   const int dim = sm80::forward_head_dim(p);
   if (dim == 0) return out;
   out.row_groups = int((rows + kBlockRows - 1) / kBlockRows);
   if (p.heads_kv * out.row_groups > 65535) return out;
 
-  int sms = 0, smem_block = 0, smem_sm = 0;
+  int sms = 0, smem_block = 0, smem_sm = 0, major = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
   cudaDeviceGetAttribute(&smem_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
   // Ring depth: the deepest of 2-4 stages a block can hold (K / V in flight is what keeps
@@ -125,6 +129,8 @@ Plan plan(const FwdParams& p, int device) {
     splits = std::min(forced, kMaxSplits);
 
   out.ok = true;
+  out.device = device;
+  out.early_merge = major >= 9 && sm90::programmatic_launch_enabled();
   out.head_dim = dim;
   out.splits = int(splits);
   out.stages = stages;
