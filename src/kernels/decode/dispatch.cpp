@@ -1,53 +1,19 @@
 // The decoding path's plan (which calls, how many splits, how deep a ring) and its
 // dispatch on (head dim, dtype). Its kernels are built for the (head dim, dtype)
-// pairs of the sm80 kernels (FLASHATTN_SM80_<dim>_<DTYPE>), and a head dim runs on
-// the same compiled one the sm80 forward would pick (sm80::forward_head_dim).
+// pairs of the sm80 kernels (sm80/built.h), and a head dim runs on the same compiled
+// one the sm80 forward would pick (sm80::forward_head_dim).
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
 #include <string>
 
 #include "kernels/decode/decode.h"
+#include "kernels/sm80/built.h"
 #include "kernels/sm80/launch.h"
 #include "kernels/sm90/launch.h"
 
 namespace flashattn::decode {
 namespace {
-
-template <int D, bool kBf16>
-constexpr bool kCompiled = false;
-#define FA_COMPILED(D, B) template <> constexpr bool kCompiled<D, B> = true;
-#ifdef FLASHATTN_SM80_64_BF16
-FA_COMPILED(64, true)
-#endif
-#ifdef FLASHATTN_SM80_96_BF16
-FA_COMPILED(96, true)
-#endif
-#ifdef FLASHATTN_SM80_128_BF16
-FA_COMPILED(128, true)
-#endif
-#ifdef FLASHATTN_SM80_192_BF16
-FA_COMPILED(192, true)
-#endif
-#ifdef FLASHATTN_SM80_256_BF16
-FA_COMPILED(256, true)
-#endif
-#ifdef FLASHATTN_SM80_64_FP16
-FA_COMPILED(64, false)
-#endif
-#ifdef FLASHATTN_SM80_96_FP16
-FA_COMPILED(96, false)
-#endif
-#ifdef FLASHATTN_SM80_128_FP16
-FA_COMPILED(128, false)
-#endif
-#ifdef FLASHATTN_SM80_192_FP16
-FA_COMPILED(192, false)
-#endif
-#ifdef FLASHATTN_SM80_256_FP16
-FA_COMPILED(256, false)
-#endif
-#undef FA_COMPILED
 
 template <bool kBf16, int I = 0>
 cudaError_t run_dim(int dim, const DecodeArgs& a, const Plan& plan, cudaStream_t stream) {
@@ -55,7 +21,7 @@ cudaError_t run_dim(int dim, const DecodeArgs& a, const Plan& plan, cudaStream_t
     return cudaErrorNotSupported;
   } else {
     constexpr int D = sm80::kHeadDims[I];
-    if constexpr (kCompiled<D, kBf16>)
+    if constexpr (sm80::kBuilt<D, kBf16>)
       if (dim == D) return run_decode<D, kBf16>(a, plan, stream);
     return run_dim<kBf16, I + 1>(dim, a, plan, stream);
   }

@@ -1,14 +1,14 @@
 // (head dim, dtype) -> the instantiated sm80 kernel. Head dims are rounded up to
 // the next compiled one; predicated loads zero the padding. A build may drop
-// head dims or dtypes (FLASHATTN_CUDA_HEAD_DIMS / FLASHATTN_CUDA_DTYPES); CMake
-// defines FLASHATTN_SM80_<dim>_<DTYPE> for each (head dim, dtype) it compiles
-// (a forward and a backward file each).
+// head dims or dtypes (FLASHATTN_CUDA_HEAD_DIMS / FLASHATTN_CUDA_DTYPES; what it
+// compiled: built.h).
 #include <algorithm>
 #include <type_traits>
 
 #include <cutlass/numeric_types.h>
 
 #include "kernels/sm80/launch.h"
+#include "kernels/sm80/built.h"
 #include "kernels/sm80/bwd_tiles.h"
 #include "kernels/sm80/fwd_kv.h"
 #include "kernels/sm80/fwd_rules.h"
@@ -21,39 +21,7 @@ using bf16 = cutlass::bfloat16_t;
 using fp16 = cutlass::half_t;
 
 template <int D, typename T>
-constexpr bool kCompiled = false;
-#define FA_COMPILED(D, T) template <> constexpr bool kCompiled<D, T> = true;
-#ifdef FLASHATTN_SM80_64_BF16
-FA_COMPILED(64, bf16)
-#endif
-#ifdef FLASHATTN_SM80_96_BF16
-FA_COMPILED(96, bf16)
-#endif
-#ifdef FLASHATTN_SM80_128_BF16
-FA_COMPILED(128, bf16)
-#endif
-#ifdef FLASHATTN_SM80_192_BF16
-FA_COMPILED(192, bf16)
-#endif
-#ifdef FLASHATTN_SM80_256_BF16
-FA_COMPILED(256, bf16)
-#endif
-#ifdef FLASHATTN_SM80_64_FP16
-FA_COMPILED(64, fp16)
-#endif
-#ifdef FLASHATTN_SM80_96_FP16
-FA_COMPILED(96, fp16)
-#endif
-#ifdef FLASHATTN_SM80_128_FP16
-FA_COMPILED(128, fp16)
-#endif
-#ifdef FLASHATTN_SM80_192_FP16
-FA_COMPILED(192, fp16)
-#endif
-#ifdef FLASHATTN_SM80_256_FP16
-FA_COMPILED(256, fp16)
-#endif
-#undef FA_COMPILED
+constexpr bool kCompiled = kBuilt<D, std::is_same_v<T, bf16>>;
 
 template <typename T>
 int bucket_for(int d) {
