@@ -19,6 +19,7 @@
 #include "cases.h"
 #include "kvcache_util.h"
 #include "flashattn/numeric.h"
+#include "kernels/decode/decode.h"
 #include "kernels/sm80/launch.h"
 #include "kernels/sm80/bwd_tiles.h"
 #include "kernels/sm80/fwd_rules.h"
@@ -288,6 +289,66 @@ TEST(CudaDecodeSplits, AllScoresInfiniteInOneSplit) {
   for (int64_t i = 0; i < one.numel(); ++i) {
     ASSERT_TRUE(std::isfinite(one.get(i)) && std::isfinite(two.get(i))) << "element " << i;
     EXPECT_NEAR(one.get(i), two.get(i), 2e-2) << "element " << i;
+  }
+}
+
+// The decoding path's plan from a device's figures (no GPU needed): which calls it takes,
+// splits in whole waves of at least two ring stages each, the ring a block can hold.
+TEST(CudaDecodePlan, SplitsRowsAndRings) {
+  namespace dec = flashattn::decode;
+  if (!cuda_builds(DType::bf16, 128, 128)) GTEST_SKIP() << "no bf16 head dim 128 kernel in this build";
+  const dec::DeviceLimits h100{132, 9, 232448, 233472}, rtx4090{128, 8, 101376, 102400};
+  fa::FwdParams p;
+  p.dtype = DType::bf16;
+  p.batch = 1;
+  p.seqlen_q = 1;
+  p.seqlen_k = 32768;
+  p.heads_q = 32;
+  p.heads_kv = 8;
+  p.head_dim_qk = p.head_dim_v = 128;
+  dec::Plan pl = dec::plan_for(p, h100);
+  ASSERT_TRUE(pl.ok);
+  EXPECT_EQ(pl.head_dim, 128);
+  EXPECT_EQ(pl.stages, 4);      // 140 KiB: one block an SM
+  EXPECT_EQ(pl.row_groups, 1);  // 4 query heads a kv head
+  EXPECT_EQ(pl.splits, 16);     // 8 kv heads x 16 = 128 blocks of 132 SMs
+  EXPECT_TRUE(pl.early_merge);
+  EXPECT_GE(pl.scratch_bytes, pl.lse_offset + size_t(16) * 8 * 16 * sizeof(float));
+  p.batch = 8;
+  p.seqlen_k = 8192;
+  EXPECT_EQ(dec::plan_for(p, h100).splits, 2);  // 64 x 2 = 128 blocks: one wave
+  p.batch = 64;
+  p.seqlen_k = 16384;
+  pl = dec::plan_for(p, h100);
+  EXPECT_EQ(pl.splits, 1);  // 512 blocks already
+  EXPECT_EQ(pl.scratch_bytes, 0u);
+  p.batch = 1;
+  p.seqlen_k = 256;  // four stages of 64 keys: two splits at most
+  EXPECT_LE(dec::plan_for(p, h100).splits, 2);
+  p.seqlen_k = 32768;
+  p.window_left = 500;  // about 570 keys seen: at most 5 splits of two stages
+  EXPECT_LE(dec::plan_for(p, h100).splits, 5);
+  p.window_left = -1;
+  // Rows a kv head: 32 query heads on 1, 2 tokens = 64 rows, four row blocks; 3 tokens
+  // (96 rows) and dropout go to the tiled kernels.
+  p.heads_kv = 1;
+  p.seqlen_q = 2;
+  EXPECT_EQ(dec::plan_for(p, h100).row_groups, 4);
+  p.seqlen_q = 3;
+  EXPECT_FALSE(dec::plan_for(p, h100).ok);
+  p.seqlen_q = 1;
+  p.dropout_p = 0.1f;
+  EXPECT_FALSE(dec::plan_for(p, h100).ok);
+  p.dropout_p = 0.f;
+  // 99 KiB a block (RTX 30 / 40): hd128 on two stages, hd256 not at all; no early merge.
+  pl = dec::plan_for(p, rtx4090);
+  EXPECT_TRUE(pl.ok);
+  EXPECT_EQ(pl.stages, 2);
+  EXPECT_FALSE(pl.early_merge);
+  if (cuda_builds(DType::bf16, 256, 256)) {
+    p.head_dim_qk = p.head_dim_v = 256;
+    EXPECT_FALSE(dec::plan_for(p, rtx4090).ok);
+    EXPECT_EQ(dec::plan_for(p, h100).stages, 3);
   }
 }
 

@@ -59,6 +59,11 @@ struct Plan {
 // force the split count and the ring's depth (benchmarks). Not taken: dropout, more than
 // kMaxRows rows per kv head (packed batches: max_seqlen_q x group).
 Plan plan(const FwdParams& p, int device);
+// The same from the device's figures (tests; env switches other than the path's off one apply).
+struct DeviceLimits {
+  int sms = 0, major = 0, smem_block = 0, smem_sm = 0;  // shared memory in bytes (opt-in per block)
+};
+Plan plan_for(const FwdParams& p, const DeviceLimits& d);
 // Runs the planned kernels on `stream` (o_part / lse_part set when splits > 1).
 cudaError_t run(const DecodeArgs& a, const Plan& plan, cudaStream_t stream);
 

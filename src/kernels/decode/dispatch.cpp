@@ -45,8 +45,19 @@ int env_int(const char* name, int fallback) {
 }  // namespace
 
 Plan plan(const FwdParams& p, int device) {
+  if (env_int("FLASHATTN_CUDA_DECODE", 1) == 0) return Plan{};
+  DeviceLimits d;
+  cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, device);
+  cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor, device);
+  cudaDeviceGetAttribute(&d.smem_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  cudaDeviceGetAttribute(&d.smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
+  Plan out = plan_for(p, d);
+  out.device = device;
+  return out;
+}
+
+Plan plan_for(const FwdParams& p, const DeviceLimits& d) {
   Plan out;
-  if (env_int("FLASHATTN_CUDA_DECODE", 1) == 0) return out;
   if (p.dropout_p > 0.f) return out;
   const int64_t rows = p.seqlen_q * p.group_size();
   if (rows > kMaxRows) return out;
@@ -56,11 +67,7 @@ Plan plan(const FwdParams& p, int device) {
   out.row_groups = int((rows + kBlockRows - 1) / kBlockRows);
   if (p.heads_kv * out.row_groups > 65535) return out;
 
-  int sms = 0, smem_block = 0, smem_sm = 0, major = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  cudaDeviceGetAttribute(&smem_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
+  const int sms = d.sms, smem_block = d.smem_block, smem_sm = d.smem_sm;
   // Ring depth: the deepest of 2-4 stages a block can hold (K / V in flight is what keeps
   // the memory busy; on the H100, hd128, 4 stages at one block an SM measured 2-5% faster
   // than 3 at two at B = 1 and 8, 1% slower at 64 x 16384: kernel notes, decoding path v3);
@@ -95,8 +102,7 @@ Plan plan(const FwdParams& p, int device) {
     splits = std::min(forced, kMaxSplits);
 
   out.ok = true;
-  out.device = device;
-  out.early_merge = major >= 9 && sm90::programmatic_launch_enabled();
+  out.early_merge = d.major >= 9 && sm90::programmatic_launch_enabled();
   out.head_dim = dim;
   out.splits = int(splits);
   out.stages = stages;
