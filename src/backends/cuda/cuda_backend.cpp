@@ -195,6 +195,7 @@ void decode_forward(const HostFwdParams& p, const FwdKernelParams& kp, const dec
   a.row_groups = plan.row_groups;
   a.splits = plan.splits;
   a.stages = plan.stages;
+  a.score_mods = needs_score_mods(p);
   void* scratch = nullptr;
   cudaError_t err = cudaSuccess;
   if (plan.scratch_bytes > 0) {

@@ -37,6 +37,7 @@ struct DecodeArgs : FwdKernelParams {
   int row_groups = 1;  // blocks per kv head along rows: ceil(Sq x group / 16)
   int splits = 1;      // blocks per (kv head, row group, sequence) along keys
   int stages = 2;      // cp.async ring depth, 2-6 (K and V of 16 keys a warp a stage)
+  bool score_mods = false;  // detail::needs_score_mods: scores scaled, capped and biased one by one
   // splits > 1: each split's normalised O and its LSE (log2 units), merged by the
   // second kernel: [splits, B, Hkv, row_groups x 16, head dim] and [splits, B, Hkv,
   // row_groups x 16], fp32.

@@ -93,7 +93,7 @@ struct Keys {
   const DecodeArgs& a;
   int b, hk;
   int64_t k_offset;
-  // Element offset of key `key0`'s row (the first of its tile) of head hk.
+  // Element offset of key `key0`'s row (the first of a warp's 16) of head hk.
   __device__ __forceinline__ int64_t tile_row(int key0, int64_t batch_stride, int64_t row_stride,
                                               int64_t head_stride) const {
     int64_t at;
@@ -141,7 +141,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const __grid_consta
   const device::Keys keys{a, b, hk, sl.k_offset};
   const int dqk = int(a.head_dim_qk), dv = int(a.head_dim_v);
 
-  // The keys any query token sees, in 64-key tiles, and this split's share of them.
+  // The keys any query token sees, in ring stages of kTile keys, and this split's share.
   const int k_lo = int(mask.col_begin(0)), k_hi = max(k_lo, int(mask.col_end(sq - 1)));  // k_hi <= used
   const int t_lo = k_lo / kTile, t_hi = (k_hi + kTile - 1) / kTile;
   const int per = (t_hi - t_lo + a.splits - 1) / a.splits;
@@ -195,7 +195,6 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const __grid_consta
                     ? a.alibi_slopes[int64_t(b) * a.alibi_batch_stride + hk * group + r / sq]
                     : 0.f;
   }
-  const bool mods = a.softcap > 0.f || a.alibi_slopes != nullptr || !(a.softmax_scale > 0.f);
 
   float o[kN8][4];
 #pragma unroll
@@ -239,7 +238,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(const __grid_consta
       for (int e = 0; e < 4; ++e) {
         const int rr = e / 2, key = key_base + 8 * j + e % 2;
         float x = s[j][e];
-        if (mods) {
+        if (a.score_mods) {
           x *= a.softmax_scale;
           if (a.softcap > 0.f) x = a.softcap * tanhf(x / a.softcap);
           x -= slope[rr] * fabsf(float(qi[rr] + used - sq_all - key));
