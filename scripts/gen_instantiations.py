@@ -34,13 +34,20 @@ template cudaError_t {func}<{hdim}, {ctype}{tier_arg}>(const {Kind}KernelParams&
 """
 # The sm80 forward's entry over a KV cache (kernels/sm80/fwd_kv.h), beside run_fwd.
 SM80_FWD_KV = "template cudaError_t run_fwd_kv<{hdim}, {ctype}{tier_arg}>(const FwdKvArgs&, cudaStream_t);\n"
+# The Hopper forward's over a batched cache's used keys (kernels/sm90/fwd_kv.h), beside run_fwd.
+SM90_FWD_USED = ("template cudaError_t run_fwd_used<{hdim}, {ctype}>(const FwdKernelParams&, const int32_t*, "
+                 "cudaStream_t);\n")
 
 
 def write(arch, kind, hdim, name, ctype, tier=None, func=None):
     suffix = f"_{tier}" if tier else ""
     path = Path(f"src/kernels/{arch}/instantiations") / f"{kind}_hdim{hdim}_{name}_{arch}{suffix}.cu"
     tier_arg = f", SmemTier::{tier or 'standard'}" if arch == "sm80" else ""
-    extra = SM80_FWD_KV.format(hdim=hdim, ctype=ctype, tier_arg=tier_arg) if (arch, kind) == ("sm80", "fwd") else ""
+    extra = ""
+    if (arch, kind) == ("sm80", "fwd"):
+        extra = SM80_FWD_KV.format(hdim=hdim, ctype=ctype, tier_arg=tier_arg)
+    elif (arch, kind) == ("sm90", "fwd") and func is None:
+        extra = SM90_FWD_USED.format(hdim=hdim, ctype=ctype)
     path.write_text(TEMPLATE.format(arch=arch, kind=kind, Kind=kind.capitalize(), hdim=hdim,
                                     ctype=ctype, tier_arg=tier_arg, func=func or f"run_{kind}", extra=extra))
     print(path)

@@ -26,15 +26,38 @@ class CudaKvCache : public ::testing::TestWithParam<CaseParam> {};
 
 TEST_P(CudaKvCache, MatchesReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
-  check_forward(std::get<0>(GetParam()), std::get<1>(GetParam()));
+  const Case& c = std::get<0>(GetParam());
+  if (!cuda_builds(c.dtype, c.Dqk, c.Dv)) GTEST_SKIP() << "no kernel for this head dim and dtype in this build";
+  check_forward(c, std::get<1>(GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(SequsedK, CudaKvCache, ::testing::ValuesIn(on_cuda(low_precision(kvcache_cases()))), CaseParamName());
 
+// Prefill into a batched cache (more than 64 rows a kv head: not the decoding path) at
+// the Hopper forward's head dims, so that on H100 / H200 it runs there: used lengths that
+// end inside a key tile (the first tile then ends at the last used key), below one tile
+// (it starts before key 0), on a tile's end, and 0; long caches for the wide key tiles;
+// every mask and score modifier. The unused rows hold NaN.
+std::vector<Case> kv_hopper_cases() {
+  return in_dtypes({
+      Case("kvh_hd128_long").batch(2).seq(300, 4000).heads(8, 2).dims(128, 128).used({3999, 2500}),
+      Case("kvh_hd128_causal_short").batch(4).seq(130, 512).heads(4, 4).dims(128, 128).causal_mask()
+          .used({150, 512, 70, 0}),
+      Case("kvh_hd128_causal_long").batch(2).seq(700, 9000).heads(2, 1).dims(128, 128).causal_mask()
+          .used({8999, 8192}),
+      Case("kvh_hd64_window_alibi").batch(2).seq(200, 1000).heads(6, 2).dims(64, 64).win(100, 0)
+          .slopes(Alibi::per_head).used({999, 333}),
+      Case("kvh_hd64_causal").batch(3).seq(400, 700).heads(2, 2).dims(64, 64).causal_mask().used({700, 401, 65}),
+      Case("kvh_hd256_causal").batch(2).seq(100, 2100).heads(2, 1).dims(256, 256).causal_mask().used({2099, 1000}),
+      Case("kvh_hd128_softcap").batch(1).seq(257, 3000).heads(4, 1).dims(128, 128).cap(30.f).used({2950}),
+  }, {DType::bf16, DType::f16});
+}
+INSTANTIATE_TEST_SUITE_P(Hopper, CudaKvCache, ::testing::ValuesIn(on_cuda(kv_hopper_cases())), CaseParamName());
 
 // A paged cache on cuda gives the batched cache's bits (CudaKvCache checks those against
-// the reference): the same sm80 kernel and tiles, only the rows' addresses differ. The
-// pool's unused blocks and rows hold NaN, the table's unused entries -1.
+// the reference): the same kernel and tiles (sm80, or the decoding path), only the rows'
+// addresses differ. The pool's unused blocks and rows hold NaN, the table's unused
+// entries -1.
 TEST(CudaKvCachePaged, SameAsTheBatchedCache) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   const std::vector<Case> cases = {
@@ -51,7 +74,13 @@ TEST(CudaKvCachePaged, SameAsTheBatchedCache) {
     for (DType dt : {DType::bf16, DType::f16}) {
       if (!cuda_builds(dt, base.Dqk, base.Dv)) continue;
       const Problem p = make_problem(Case(base).type(dt));
-      const HostTensor want = kv_forward(p, cuda_target(), nullptr, 0);
+      HostTensor want;
+      {
+        // Batched caches may run on the Hopper forward, paged ones on the sm80 kernels:
+        // the batched call on those too (the decoding path takes both alike).
+        ScopedEnv sm80("FLASHATTN_FORCE_SM80", "1");
+        want = kv_forward(p, cuda_target(), nullptr, 0);
+      }
       for (int64_t page : {64, 128, 256}) {
         if (base.Sk % page != 0) continue;
         SCOPED_TRACE(::testing::Message() << base.name << " " << short_name(dt) << " page " << page);

@@ -22,6 +22,7 @@
 #include "kernels/sm80/fwd_kv.h"
 #include "kernels/sm80/launch.h"
 #include "kernels/sm90/bwd_order.h"
+#include "kernels/sm90/fwd_kv.h"
 #include "kernels/sm90/launch.h"
 
 namespace flashattn::detail {
@@ -312,10 +313,14 @@ void cuda_forward(const HostFwdParams& p) {
     decode_forward(p, kp, plan, stream);
     return;
   }
-  // A KV cache (used keys, blocks): the sm80 forward, on Hopper too (its last partial V
-  // tile would meet the unused rows there; docs/kernel_notes.md, session 38).
+  // A KV cache: used keys of a batched cache on the Hopper forward where it runs (its
+  // first key tile ends at the last used key: sm90/fwd_kv.h); paged or packed caches on
+  // the sm80 forward.
   cudaError_t err;
-  if (kv.seqused_k != nullptr || kv.block_table != nullptr) {
+  const bool hopper = on_sm90(p.device.index) && sm90::supports_forward(p);
+  if (kv.seqused_k != nullptr && kv.block_table == nullptr && !p.is_varlen() && hopper) {
+    err = sm90::forward_used(kp, kv.seqused_k, stream);
+  } else if (kv.seqused_k != nullptr || kv.block_table != nullptr) {
     sm80::FwdKvArgs a(kp, kv.seqused_k);
     a.block_table = kv.block_table;
     a.block_table_stride = kv.block_table_stride;
@@ -323,7 +328,7 @@ void cuda_forward(const HostFwdParams& p) {
     a.num_blocks = int(kv.num_blocks);
     err = sm80::forward_kv(a, stream);
   } else {
-    err = on_sm90(p.device.index) && sm90::supports_forward(p) ? sm90::forward(kp, stream) : sm80::forward(kp, stream);
+    err = hopper ? sm90::forward(kp, stream) : sm80::forward(kp, stream);
   }
   if (err != cudaSuccess)
     throw Error(ErrorKind::runtime, "", "CUDA forward launch failed: " + cuda_message(err));

@@ -8,6 +8,7 @@
 #include <cutlass/numeric_types.h>
 
 #include "kernels/sm90/bwd_switches.h"
+#include "kernels/sm90/fwd_kv.h"
 #include "kernels/sm90/launch.h"
 
 namespace flashattn::sm90 {
@@ -204,17 +205,19 @@ bool supports_backward(const BwdParams& p) {
                     {p.do_row_stride, p.do_head_stride, p.do_batch_stride}});
 }
 
-cudaError_t forward(const FwdKernelParams& p, cudaStream_t stream) {
+cudaError_t forward_used(const FwdKernelParams& p, const int32_t* seqused_k, cudaStream_t stream) {
   cudaError_t err = cudaErrorNotSupported;
   const int d = static_cast<int>(p.head_dim_qk);
   auto run = [&](auto elem) {
     using T = decltype(elem);
-    with_dim<Kind::fwd, T>(d, [&](auto dim) { err = run_fwd<decltype(dim)::value, T>(p, stream); });
+    with_dim<Kind::fwd, T>(d, [&](auto dim) { err = run_fwd_used<decltype(dim)::value, T>(p, seqused_k, stream); });
   };
   if (p.dtype == DType::bf16) run(bf16{});
   else run(fp16{});
   return err;
 }
+
+cudaError_t forward(const FwdKernelParams& p, cudaStream_t stream) { return forward_used(p, nullptr, stream); }
 
 cudaError_t backward(const BwdKernelParams& p, cudaStream_t stream) {
   cudaError_t err = cudaErrorNotSupported;

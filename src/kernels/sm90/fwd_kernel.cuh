@@ -19,6 +19,7 @@
 // trap (hang_check.cuh).
 #pragma once
 
+#include <climits>
 #include <cmath>
 #include <type_traits>
 
@@ -49,6 +50,11 @@ struct FwdArgs {
   typename Traits::TmaKV tma_v;
   typename Traits::TmaO tma_o;
   TileScheduler sched;  // built on the host (fwd_scheduler.cuh)
+  // A batched KV cache's keys in use per sequence (null: every key). The walk's first
+  // key tile, partly past them, is then loaded ending at the last used key (TMA fills
+  // rows before key 0 with zeros), so that no unused row (which may hold NaN) meets the
+  // P V product; its keys that the next tile covers are masked (fwd_kv.h).
+  const int32_t* seqused_k = nullptr;
 };
 
 // Position in a ring of mbarrier-guarded buffers. It runs on across tiles, so
@@ -135,7 +141,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     uint32_t q_phase = 0;
     for (int r = 0; sched.valid(sched.tile(r)); ++r) {
       const int t = sched.tile(r);
-      const Tile tile(p, sched.decode(t));
+      const Tile tile(p, sched.decode(t), args.seqused_k);
       if (!tile.has_work()) continue;
       const int bb = packed ? 0 : tile.b, hk = tile.h / group_size;
       const auto q_start = make_coord(tile.q_offset, _0{}), k_start = make_coord(tile.k_offset, _0{});
@@ -148,12 +154,25 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       auto [tQgQ, tQsQ] = tma_partition(args.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
       auto [tKgK, tKsK] = tma_partition(args.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
       auto [tVgV, tVsV] = tma_partition(args.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
+      // With a KV cache, the first key tile when it runs past the used keys: its rows end
+      // at the last used key (keys kBlockN before it; below 0 TMA gives zeros).
+      const bool shift = args.seqused_k != nullptr && tile.n_block_max * kBlockN > tile.seqlen_k;
+      // K or V of the shifted tile into stage s (only built when it is loaded, for the
+      // producer's few registers).
+      auto copy_shifted = [&](const auto& tma, auto& mX, auto& sX, uint64_t& bar, int s) __attribute__((always_inline)) {
+        const int row0 = tile.k_offset + tile.seqlen_k - kBlockN;
+        Tensor gX = local_tile(domain_offset(make_coord(row0, _0{}), mX(_, _, hk, bb)),
+                               Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_0{}, _0{}));
+        auto [tXgX, tXsX] = tma_partition(tma, _0{}, Layout<_1>{}, group_modes<0, 2>(sX), group_modes<0, 2>(gX));
+        copy(tma.with(bar), tXgX, tXsX(_, s));
+      };
       for (int i = 0; i < tile.n_tiles; ++i) {
         const int n_block = tile.n_block_max - 1 - i, s = kv.stage;
         // Parity phase ^ 1: on the ring's first lap this returns at once.
         wait_barrier(&smem.k_empty[s], kv.phase ^ 1, Where::kKEmpty, s, t, n_block, marks, 0);
         Barrier::arrive_and_expect_tx(&smem.k_full[s], Traits::kTmaBytesKV);
-        copy(args.tma_k.with(smem.k_full[s]), tKgK(_, n_block), tKsK(_, s));
+        if (shift && i == 0) copy_shifted(args.tma_k, mK, sK, smem.k_full[s], s);
+        else copy(args.tma_k.with(smem.k_full[s]), tKgK(_, n_block), tKsK(_, s));
         if (i == 0) {
           wait_barrier(&smem.q_empty, q_phase ^ 1, Where::kQEmpty, 0, t, -1, marks, 0);
           Barrier::arrive_and_expect_tx(&smem.q_full, Traits::kTmaBytesQ);
@@ -162,7 +181,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         }
         wait_barrier(&smem.v_empty[s], kv.phase ^ 1, Where::kVEmpty, s, t, n_block, marks, 0);
         Barrier::arrive_and_expect_tx(&smem.v_full[s], Traits::kTmaBytesKV);
-        copy(args.tma_v.with(smem.v_full[s]), tVgV(_, n_block), tVsV(_, s));
+        if (shift && i == 0) copy_shifted(args.tma_v, mV, sV, smem.v_full[s], s);
+        else copy(args.tma_v.with(smem.v_full[s]), tVgV(_, n_block), tVsV(_, s));
         kv.advance();
       }
     }
@@ -246,7 +266,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   uint32_t q_phase = 0;
   for (int r = 0; sched.valid(sched.tile(r)); ++r) {
     t = sched.tile(r);
-    const Tile tile(p, sched.decode(t));
+    const Tile tile(p, sched.decode(t), args.seqused_k);
     if (!tile.has_rows()) continue;
     const int m0 = tile.m0, seqlen_q = tile.seqlen_q;
     clear(acc_o);
@@ -349,7 +369,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         pass_turn();
       } else {
         const int t_next = sched.tile(r + 1);
-        if (sched.valid(t_next) && Tile(p, sched.decode(t_next)).has_work()) pass_turn();
+        if (sched.valid(t_next) && Tile(p, sched.decode(t_next), args.seqused_k).has_work()) pass_turn();
         else owes_pass = true;
       }
     };
@@ -408,7 +428,25 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       warpgroup_wait<0>();
       warpgroup_fence_operand(acc_s);
       Barrier::arrive(&smem.k_empty[kv.stage]);
-      softmax(acc_s, (w_max - 1) * kBlockN);
+      if (args.seqused_k != nullptr && skip == 0 && tile.n_block_max * kBlockN > tile.seqlen_k) {
+        // The producer's shifted first tile (KV cache): keys [Sk - kBlockN, Sk), of
+        // which those below this tile's own start belong to the next tile: masked.
+        const int own = (w_max - 1) * kBlockN;
+        int lo_kept[kRows];
+        CUTE_UNROLL
+        for (int mi = 0; mi < kRows; ++mi) {
+          lo_kept[mi] = row_lo[mi];
+          row_lo[mi] = max(row_lo[mi], own);
+        }
+        const int full_lo_kept = full_lo;
+        full_lo = INT_MAX;  // every score takes both bounds
+        softmax(acc_s, tile.seqlen_k - kBlockN);
+        full_lo = full_lo_kept;
+        CUTE_UNROLL
+        for (int mi = 0; mi < kRows; ++mi) row_lo[mi] = lo_kept[mi];
+      } else {
+        softmax(acc_s, (w_max - 1) * kBlockN);
+      }
       if constexpr (!kLateP) convert_into(acc_s, rP);
       PipeState<kStages> prev = kv, prev2 = kv;  // prev2: kLateP's V to release
       kv.advance();

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "kernels/sm90/fwd_kernel.cuh"
+#include "kernels/sm90/fwd_kv.h"
 #include "kernels/sm90/launch.h"
 
 namespace flashattn::sm90 {
@@ -25,8 +26,9 @@ inline cudaError_t persistent_blocks(const FwdKernelParams& p, int block_m, unsi
 
 // Launches the kernel of one tile configuration (the sweep calls this with
 // configurations outside the table); kMods: with score modifiers.
+// seqused_k: a batched KV cache's keys in use (fwd_kv.h), or null.
 template <typename Traits, bool kMods = false>
-cudaError_t launch_fwd(const FwdKernelParams& p, cudaStream_t stream) {
+cudaError_t launch_fwd(const FwdKernelParams& p, cudaStream_t stream, const int32_t* seqused_k = nullptr) {
   using Element = typename Traits::Element;
   constexpr int kHeadDim = Traits::kHeadDim;
   using Shape4 = typename Traits::GmemShape;
@@ -65,7 +67,8 @@ cudaError_t launch_fwd(const FwdKernelParams& p, cudaStream_t stream) {
                     gmem(o, rows_q, p.heads_q, batch_stride(p.o_batch_stride, rows_q, p.o_row_stride), p.o_row_stride,
                          p.o_head_stride, batches),
                     typename Traits::SmemLayoutGroup{}, Group{}, _1{}),
-      TileScheduler(p, Traits::kBlockM)};
+      TileScheduler(p, Traits::kBlockM),
+      seqused_k};
 
   auto kernel = fwd_kernel<Traits, kMods>;
   constexpr int smem = Traits::kSmemBytes;
@@ -86,20 +89,26 @@ cudaError_t launch_fwd(const FwdKernelParams& p, cudaStream_t stream) {
 // a loose bound) moves every sequence of the batch to the wide tiles: still
 // correct, only their speed differs.
 template <int kHeadDim, typename Element>
-cudaError_t run_fwd(const FwdKernelParams& p, cudaStream_t stream) {
+cudaError_t run_fwd_used(const FwdKernelParams& p, const int32_t* seqused_k, cudaStream_t stream) {
   using Traits = FwdTraits<kHeadDim, Element>;
-  if (detail::needs_score_mods(p)) return launch_fwd<Traits, true>(p, stream);
+  if (detail::needs_score_mods(p)) return launch_fwd<Traits, true>(p, stream, seqused_k);
   constexpr TileConfig kLong = long_tile_config(kHeadDim);
   if constexpr (kLong.block_m > 0) {
     if (p.window_left < 0 && p.seqlen_k >= (p.window_right >= 0 ? kLong.min_keys_causal : kLong.min_keys))
-      return launch_fwd<FwdTraits<kHeadDim, Element, kLong.block_m, kLong.block_n, kLong.stages>, false>(p, stream);
+      return launch_fwd<FwdTraits<kHeadDim, Element, kLong.block_m, kLong.block_n, kLong.stages>, false>(
+          p, stream, seqused_k);
   }
   constexpr int kShortRows = short_causal_rows(kHeadDim);
   if constexpr (kShortRows > 0) {
     if (p.window_right >= 0 && p.seqlen_q <= kShortCausalMaxSeqlen)
-      return launch_fwd<FwdTraits<kHeadDim, Element, kShortRows>, false>(p, stream);
+      return launch_fwd<FwdTraits<kHeadDim, Element, kShortRows>, false>(p, stream, seqused_k);
   }
-  return launch_fwd<Traits, false>(p, stream);
+  return launch_fwd<Traits, false>(p, stream, seqused_k);
+}
+
+template <int kHeadDim, typename Element>
+cudaError_t run_fwd(const FwdKernelParams& p, cudaStream_t stream) {
+  return run_fwd_used<kHeadDim, Element>(p, nullptr, stream);
 }
 
 }  // namespace flashattn::sm90

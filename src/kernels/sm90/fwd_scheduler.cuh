@@ -110,10 +110,14 @@ struct FwdTile {
 
   // Plain ints, few registers: the consumers keep a tile live across their
   // main loop (where index rules are needed again, detail::SeqLen is rebuilt).
-  __device__ FwdTile(const FwdKernelParams& p, TileCoord c) : m_block(c.m_block), h(c.h), b(c.b) {
+  // seqused_k (a KV cache, batched; null otherwise): the keys in use, clamped into
+  // [0, Sk]; masks align at their end.
+  __device__ FwdTile(const FwdKernelParams& p, TileCoord c, const int32_t* seqused_k = nullptr)
+      : m_block(c.m_block), h(c.h), b(c.b) {
     const detail::SeqLen sl(p, c.b);
     seqlen_q = int(sl.seqlen_q);
     seqlen_k = int(sl.seqlen_k);
+    if (seqused_k != nullptr) seqlen_k = min(max(seqused_k[c.b], 0), seqlen_k);
     q_offset = int(sl.q_offset);
     k_offset = int(sl.k_offset);
     m0 = m_block * kBlockM;

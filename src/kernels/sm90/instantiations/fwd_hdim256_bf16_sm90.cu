@@ -3,4 +3,5 @@
 
 namespace flashattn::sm90 {
 template cudaError_t run_fwd<256, cutlass::bfloat16_t>(const FwdKernelParams&, cudaStream_t);
+template cudaError_t run_fwd_used<256, cutlass::bfloat16_t>(const FwdKernelParams&, const int32_t*, cudaStream_t);
 }  // namespace flashattn::sm90
