@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Session 42 (third build: no spills): the Hopper forward's balanced tail (b = main + the tail, bf16 sm_90a; d = main
-# before it). Tests, sanitizers, SASS spill sites, A/B (d vs b; b off vs on).
+# Session 42, call 33: the Hopper forward's balanced tail (branch s42-sm90-fwd-balanced-tail,
+# third build: no spills; b = main + the tail, bf16 sm_90a; d = main before it). Tests,
+# sanitizers, A/B (d vs b; b with the tail off vs on), the forward grid beside the peers.
+# Builds 1 and 2 ran the same steps as calls 31 and 32 (with more test suites and the SASS
+# spill sites from cuobjdump); results of all three: bench/results/*_s42_*.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . .devc/lib.sh
