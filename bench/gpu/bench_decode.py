@@ -11,9 +11,15 @@ time. "ours" is flashattn's decoding path (split-KV), "ours_tiled" the same call
 the tiled kernels (FLASHATTN_CUDA_DECODE=0); the peers take enable_gqa where they can,
 otherwise K and V repeated to the query heads (outside the timing).
 
+--used F: the caches are filled to F of their Sk keys (seqused_k, the same for every
+sequence, ending inside a key tile); the peers run on the used keys alone. With --sq of
+more than 64 / (query heads per kv head) rows this times prefill into a cache, which takes
+the tiled kernels: on H100 / H200 the Hopper forward, FLASHATTN_FORCE_SM80=1 the sm80 one.
+
     python3 bench/gpu/bench_decode.py --shim build/bench/gpu/libflashattn_bench_shim.so --json out.json
 """
 import argparse
+import ctypes
 import datetime
 import json
 import os
@@ -71,6 +77,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--no-tiled", action="store_true", help="skip flashattn's tiled kernels")
+    ap.add_argument("--used", type=float, default=0.0,
+                    help="fill the caches to this fraction of Sk (seqused_k); 0: full caches, no seqused_k")
     ap.add_argument("--json")
     a = ap.parse_args()
     fa = Flashattn(a.shim)
@@ -87,9 +95,18 @@ def main():
             k = torch.randn(b, hk, sk, d, device="cuda", dtype=dt, generator=gen)
             v = torch.randn(b, hk, sk, d, device="cuda", dtype=dt, generator=gen)
             out = torch.empty_like(q)
-            kv_bytes = 2 * k.numel() * k.element_size()
+            used = sk
+            if a.used > 0:
+                used = max(1, min(sk, int(sk * a.used) - 37))  # inside a key tile
+                seqused = torch.full((b,), used, dtype=torch.int32, device="cuda")
+                fa.lib.fa_set_seqused_k(ctypes.c_void_p(seqused.data_ptr()), ctypes.c_int64(b), 0)
+                k_used, v_used = k[:, :, :used], v[:, :, :used]
+            else:  # (older shims have no fa_set_seqused_k; it is never set in this process)
+                k_used, v_used = k, v
+            kv_bytes = 2 * k_used.numel() * k.element_size()
             causal = sq > 1  # several new tokens: each sees the cache and the tokens before it
-            row = {"B": b, "Sk": sk, "Sq": sq, "Hq": h, "Hkv": hk, "D": d, "dtype": a.dtype, "kv_bytes": kv_bytes}
+            row = {"B": b, "Sk": sk, "Sq": sq, "Hq": h, "Hkv": hk, "D": d, "dtype": a.dtype, "kv_bytes": kv_bytes,
+                   "seqused_k": used if a.used > 0 else None}
 
             def ours():
                 return fa.forward_call(q, k, v, out, causal=causal)
@@ -121,21 +138,21 @@ def main():
                     gqa_ok = True
                     with sdpa_kernel([backend]):
                         try:
-                            r = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+                            r = F.scaled_dot_product_attention(q, k_used, v_used, enable_gqa=True)
                         except RuntimeError:
                             gqa_ok = False
-                            r = F.scaled_dot_product_attention(q, k.repeat_interleave(h // hk, dim=1),
-                                                               v.repeat_interleave(h // hk, dim=1))
+                            r = F.scaled_dot_product_attention(q, k_used.repeat_interleave(h // hk, dim=1),
+                                                               v_used.repeat_interleave(h // hk, dim=1))
                     ref = r.float() if ref is None else ref
                     row[f"{name}_enable_gqa"] = gqa_ok
                     if gqa_ok:
                         def make(backend=backend):
                             def run():
                                 with sdpa_kernel([backend]):
-                                    return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+                                    return F.scaled_dot_product_attention(q, k_used, v_used, enable_gqa=True)
                             return run
                     else:
-                        kr, vr = k.repeat_interleave(h // hk, dim=1), v.repeat_interleave(h // hk, dim=1)
+                        kr, vr = k_used.repeat_interleave(h // hk, dim=1), v_used.repeat_interleave(h // hk, dim=1)
 
                         def make(backend=backend, kr=kr, vr=vr):
                             def run():

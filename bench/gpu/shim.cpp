@@ -32,6 +32,14 @@ struct Mods {
   int device = 0;
 } g_mods;
 
+// A KV cache's keys in use per sequence (fa_set_seqused_k) for the forward calls that
+// follow, by the same rule.
+struct Used {
+  const int32_t* seqused_k = nullptr;  // device, int32 [batch]
+  int64_t batch = 0;
+  int device = 0;
+} g_used;
+
 void apply_mods(flashattn::Options& opt) {
   if (g_mods.softcap > 0.f) opt.softcap = g_mods.softcap;
   if (g_mods.alibi)
@@ -48,6 +56,10 @@ extern "C" {
 void fa_set_mods(float softcap, const float* alibi, int64_t heads, int device) {
   g_mods = {softcap, alibi, heads, device};
 }
+
+// seqused_k (null: off; a device int32 [batch] array) for every later fa_forward call
+// (bench/gpu/bench_decode.py --used).
+void fa_set_seqused_k(const int32_t* seqused_k, int64_t batch, int device) { g_used = {seqused_k, batch, device}; }
 
 // Tensors in flashattn's [B, S, H, D] order, any strides; dtype 1 = fp16, 2 = bf16.
 // lse (may be null) is a contiguous float32 [B, Hq, Sq]. Returns 0, or 2 with a
@@ -69,6 +81,9 @@ int fa_forward(const void* q, const int64_t* q_shape, const int64_t* q_stride, c
     opt.seed = seed;
     opt.stream = stream;
     apply_mods(opt);
+    if (g_used.seqused_k)
+      opt.seqused_k = fa::TensorView::contiguous(const_cast<int32_t*>(g_used.seqused_k), fa::DType::i32,
+                                                 {g_used.batch}, {fa::DeviceType::cuda, g_used.device});
     fa::TensorView lse_view;
     if (lse) {
       lse_view = fa::TensorView::contiguous(lse, fa::DType::f32, {q_shape[0], q_shape[2], q_shape[1]},
