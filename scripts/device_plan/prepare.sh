@@ -29,5 +29,5 @@ whole() {
 build=build-sm90-f
 whole $build d -DFLASHATTN_CUDA_HEAD_DIMS="64;128;192;256" -DFLASHATTN_SM90_BWD_DQ_APART=ON
 (cd .dev && tar -cf - d | xz -T2 -6 > ../.devc/d.tar.xz)
-cp $here/lib.sh $here/call23.sh .devc/
+cp $here/lib.sh $here/call23.sh $here/call29.sh $here/call35.sh .devc/
 du -sh .devc
