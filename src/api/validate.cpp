@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace flashattn::detail {
@@ -75,6 +76,22 @@ bool memory_overlaps(const TensorView& a, const TensorView& b) {
   const auto [a0, a1] = span(a);
   const auto [b0, b1] = span(b);
   return a0 < b1 && b0 < a1;
+}
+
+// On a GPU the kernels read the index arrays (cu_seqlens, seqused_k, block_table) again
+// and again while they write the call's outputs: memory shared with an output could
+// change a length between two reads, and the roles of a Hopper kernel would then
+// disagree on a tile's extent and wait for each other forever. The host backends read
+// them once, before any output is written, and take such a call.
+using Outputs = std::vector<std::pair<const char*, const TensorView*>>;
+void check_index_apart(const char* name, const TensorView& index, const Outputs& outputs) {
+  if (index.device.type == DeviceType::cpu) return;
+  for (const auto& [out_name, t] : outputs)
+    if (memory_overlaps(index, *t))
+      fail(ErrorKind::unsupported, name,
+           std::string("shares memory with ") + out_name +
+               ", which the call writes; on a GPU the kernels read it while they write, so it must be "
+               "memory of its own");
 }
 
 void check_dim(const char* name, const TensorView& t, int d, int64_t expected, const char* what,
@@ -512,6 +529,15 @@ HostFwdParams make_fwd_params(const TensorView& q, const TensorView& k, const Te
     check_non_overlapping("lse", *lse);
     set_lse(p, *lse, varlen != nullptr);
   }
+  Outputs outputs{{"out", &out}};
+  if (lse != nullptr && lse->defined()) outputs.push_back({"lse", lse});
+  if (options.k_new) outputs.insert(outputs.end(), {{"k", &k}, {"v", &v}});  // the caches take new rows
+  if (options.seqused_k) check_index_apart("seqused_k", *options.seqused_k, outputs);
+  if (options.block_table) check_index_apart("block_table", *options.block_table, outputs);
+  if (varlen != nullptr) {
+    check_index_apart("cu_seqlens_q", varlen->cu_seqlens_q, outputs);
+    check_index_apart("cu_seqlens_k", varlen->cu_seqlens_k, outputs);
+  }
   return p;
 }
 
@@ -566,6 +592,11 @@ BwdParams make_bwd_params(const TensorView& dout, const TensorView& q, const Ten
   strides_of(dq, packed, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride);
   strides_of(dk, packed, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride);
   strides_of(dv, packed, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride);
+  if (packed) {
+    const Outputs outputs{{"dq", &dq}, {"dk", &dk}, {"dv", &dv}};
+    check_index_apart("cu_seqlens_q", varlen->cu_seqlens_q, outputs);
+    check_index_apart("cu_seqlens_k", varlen->cu_seqlens_k, outputs);
+  }
   return p;
 }
 

@@ -254,6 +254,29 @@ std::vector<ErrorCase> error_cases() {
          f.K.shape[0] = f.V.shape[0] = 0;
          f.K.shape[1] = f.V.shape[1] = 64;
        }, kValue, "k"},
+      // Index arrays in memory the call writes: refused on cuda (the kernels read them while
+      // they write; the host backends read them once and take such calls).
+      {"seqused_k_inside_out_on_cuda", kFwdAll, [](Fix& f) {
+         f.all_on(kCuda0); f.opt.backend = fa::Backend::cuda;
+         auto u = f.used.view(); u.device = kCuda0; u.data = f.O.data; f.opt.seqused_k = u;
+       }, ErrorKind::unsupported, "seqused_k"},
+      {"seqused_k_inside_lse_on_cuda", kFwd, [](Fix& f) {
+         f.all_on(kCuda0); f.opt.backend = fa::Backend::cuda;
+         auto u = f.used.view(); u.device = kCuda0; u.data = f.L.data; f.opt.seqused_k = u;
+       }, ErrorKind::unsupported, "seqused_k"},
+      {"block_table_inside_out_on_cuda", kFwd, [](Fix& f) {
+         f.all_on(kCuda0); f.opt.backend = fa::Backend::cuda;
+         auto u = f.used.view(); u.device = kCuda0; f.opt.seqused_k = u;
+         auto t = f.table.view(); t.device = kCuda0; t.data = f.O.data; f.opt.block_table = t;
+         f.K.shape[0] = f.V.shape[0] = 2;
+         f.K.shape[1] = f.V.shape[1] = 64;
+       }, ErrorKind::unsupported, "block_table"},
+      {"cu_seqlens_q_inside_out_on_cuda", kFwdPacked, [](Fix& f) {
+         f.all_on(kCuda0); f.opt.backend = fa::Backend::cuda; f.CQ.data = f.O.data;
+       }, ErrorKind::unsupported, "cu_seqlens_q"},
+      {"cu_seqlens_k_inside_dk_on_cuda", {Api::backward_varlen}, [](Fix& f) {
+         f.all_on(kCuda0); f.opt.backend = fa::Backend::cuda; f.CK.data = f.dK.data;
+       }, ErrorKind::unsupported, "cu_seqlens_k"},
       {"block_table_packed", kFwdPacked, [](Fix& f) { f.opt.block_table = f.table.view(); }, ErrorKind::unsupported, "block_table"},
       {"block_table_in_backward", kBwdAll, [](Fix& f) { f.opt.block_table = f.table.view(); }, ErrorKind::unsupported, "block_table"},
       {"seqused_k_in_backward", kBwdAll, [](Fix& f) { f.opt.seqused_k = f.used.view(); }, ErrorKind::unsupported, "seqused_k"},
