@@ -50,6 +50,15 @@ std::vector<Case> kv_hopper_cases() {
       Case("kvh_hd64_causal").batch(3).seq(400, 700).heads(2, 2).dims(64, 64).causal_mask().used({700, 401, 65}),
       Case("kvh_hd256_causal").batch(2).seq(100, 2100).heads(2, 1).dims(256, 256).causal_mask().used({2099, 1000}),
       Case("kvh_hd128_softcap").batch(1).seq(257, 3000).heads(4, 1).dims(128, 128).cap(30.f).used({2950}),
+      // hd64's 192-row blocks (causal past 1024 query rows), whose first groups idle
+      // through the diagonal key tiles; a left window without modifiers; hd96 and hd192.
+      Case("kvh_hd64_causal_long").batch(2).seq(1100, 3000).heads(2, 1).dims(64, 64).causal_mask()
+          .used({2999, 1500}),
+      Case("kvh_hd128_window_left").batch(2).seq(300, 2500).heads(4, 2).dims(128, 128).win(400, -1)
+          .used({2400, 700}),
+      Case("kvh_hd96").batch(2).seq(200, 900).heads(4, 2).dims(96, 96).used({899, 300}),
+      Case("kvh_hd192_causal").batch(2).seq(150, 2000).heads(2, 1).dims(192, 192).causal_mask()
+          .used({1999, 777}),
   }, {DType::bf16, DType::f16});
 }
 INSTANTIATE_TEST_SUITE_P(Hopper, CudaKvCache, ::testing::ValuesIn(on_cuda(kv_hopper_cases())), CaseParamName());

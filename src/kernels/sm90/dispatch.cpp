@@ -206,6 +206,9 @@ bool supports_backward(const BwdParams& p) {
 }
 
 cudaError_t forward_used(const FwdKernelParams& p, const int32_t* seqused_k, cudaStream_t stream) {
+  // Batched caches only: packed sequences' first tile, loaded ending at the used keys,
+  // would meet the previous sequence's rows instead of zeros.
+  if (seqused_k != nullptr && p.cu_seqlens_q != nullptr) return cudaErrorInvalidValue;
   cudaError_t err = cudaErrorNotSupported;
   const int d = static_cast<int>(p.head_dim_qk);
   auto run = [&](auto elem) {
