@@ -12,7 +12,8 @@ the tiled kernels (FLASHATTN_CUDA_DECODE=0); the peers take enable_gqa where the
 otherwise K and V repeated to the query heads (outside the timing).
 
 --used F: the caches are filled to F of their Sk keys (seqused_k, the same for every
-sequence, ending inside a key tile); the peers run on the used keys alone. With --sq of
+sequence, ending inside a key tile); the peers run on the used keys alone. Several
+tokens a step (causal) are checked against SDPA with the step's mask made explicit. With --sq of
 more than 64 / (query heads per kv head) rows this times prefill into a cache, which takes
 the tiled kernels: on H100 / H200 the Hopper forward, FLASHATTN_FORCE_SM80=1 the sm80 one.
 
@@ -163,6 +164,13 @@ def main():
                 except RuntimeError as e:
                     row[f"{name}_error"] = str(e)[:200]
                     times[name] = float("nan")
+            if ref is None and causal:
+                # Not timed, only checked: the decode step's causal mask aligned bottom-right
+                # (row i sees keys up to used - sq + i) as an explicit mask.
+                rows = torch.arange(sq, device="cuda")[:, None] + (used - sq)
+                mask = torch.arange(used, device="cuda")[None, :] <= rows
+                with sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
+                    ref = F.scaled_dot_product_attention(q, k_used, v_used, attn_mask=mask, enable_gqa=True).float()
             diff = (got - ref).abs().max().item() if ref is not None else float("nan")
             row.update({f"{n}_us": t for n, t in times.items()})
             row.update({f"{n}_tbps": kv_bytes / (t * 1e-6) / 1e12 for n, t in times.items()})
