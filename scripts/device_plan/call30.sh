@@ -6,7 +6,7 @@
 # d = main's, from prepare.sh on main). Tests (the KV-cache suites, the Hopper forward
 # suites), memcheck and racecheck on the new cases, then the plain forward's A/B against
 # main (must read 0.99-1.01: the branch adds one runtime test a query tile).
-# run(command="bash .devc/call28.sh 2>&1 | tee $OUT/call28.log", carry=[".devc"]), about 6 minutes.
+# run(command="bash .devc/call30.sh 2>&1 | tee $OUT/call30.log", carry=[".devc"]), about 6 minutes.
 # Session 42 ran it as call30.sh, with the wave probe at its end (16 against 33 heads).
 set -uo pipefail
 cd "$(dirname "$0")/.."
