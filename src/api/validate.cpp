@@ -78,20 +78,22 @@ bool memory_overlaps(const TensorView& a, const TensorView& b) {
   return a0 < b1 && b0 < a1;
 }
 
-// On a GPU the kernels read the index arrays (cu_seqlens, seqused_k, block_table) again
-// and again while they write the call's outputs: memory shared with an output could
-// change a length between two reads, and the roles of a Hopper kernel would then
-// disagree on a tile's extent and wait for each other forever. The host backends read
-// them once, before any output is written, and take such a call.
+// An input a GPU call reads while it writes `outputs` must not share their memory (`why`
+// says what goes wrong); on the host the call reads it first and takes such memory.
 using Outputs = std::vector<std::pair<const char*, const TensorView*>>;
-void check_index_apart(const char* name, const TensorView& index, const Outputs& outputs) {
-  if (index.device.type == DeviceType::cpu) return;
+void check_apart_on_gpu(const char* name, const TensorView& input, const Outputs& outputs, const char* why) {
+  if (input.device.type == DeviceType::cpu) return;
   for (const auto& [out_name, t] : outputs)
-    if (memory_overlaps(index, *t))
+    if (memory_overlaps(input, *t))
       fail(ErrorKind::unsupported, name,
-           std::string("shares memory with ") + out_name +
-               ", which the call writes; on a GPU the kernels read it while they write, so it must be "
-               "memory of its own");
+           std::string("shares memory with ") + out_name + ", which the call writes; on a GPU " + why);
+}
+
+// The index arrays (cu_seqlens, seqused_k, block_table) are read again and again while
+// the outputs are written: a length changed between two reads would leave the roles of
+// a Hopper kernel disagreeing on a tile's extent, waiting for each other forever.
+void check_index_apart(const char* name, const TensorView& index, const Outputs& outputs) {
+  check_apart_on_gpu(name, index, outputs, "the kernels read it while they write, so it must be memory of its own");
 }
 
 void check_dim(const char* name, const TensorView& t, int d, int64_t expected, const char* what,
@@ -420,13 +422,8 @@ void set_kv_new(HostFwdParams& p, const Options& opt, const TensorView& q, const
   check_non_overlapping("v", v);
   // On a GPU the rows are copied by many threads at once, with no stage in between: rows
   // that share memory with a cache could be overwritten before they are read.
-  if (q.device.type != DeviceType::cpu)
-    for (const auto& [name, t] : {std::pair<const char*, const TensorView&>{"k_new", kn}, {"v_new", vn}})
-      for (const TensorView* c : {&k, &v})
-        if (memory_overlaps(t, *c))
-          fail(ErrorKind::unsupported, name,
-               std::string("shares memory with ") + (c == &k ? "k" : "v") +
-                   ", the cache it is written into; on a GPU the new rows must be a tensor of their own");
+  for (const auto& [name, t] : {std::pair<const char*, const TensorView&>{"k_new", kn}, {"v_new", vn}})
+    check_apart_on_gpu(name, t, {{"k", &k}, {"v", &v}}, "the new rows must be a tensor of their own");
   p.kv.k_new = {kn.data, kn.stride[0], kn.stride[1], kn.stride[2]};
   p.kv.v_new = {vn.data, vn.stride[0], vn.stride[1], vn.stride[2]};
   p.kv.new_rows = rows;
