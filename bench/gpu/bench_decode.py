@@ -167,8 +167,8 @@ def main():
             if ref is None and causal:
                 # Not timed, only checked: the decode step's causal mask aligned bottom-right
                 # (row i sees keys up to used - sq + i) as an explicit mask.
-                rows = torch.arange(sq, device="cuda")[:, None] + (used - sq)
-                mask = torch.arange(used, device="cuda")[None, :] <= rows
+                q_pos = torch.arange(sq, device="cuda")[:, None] + (used - sq)
+                mask = torch.arange(used, device="cuda")[None, :] <= q_pos
                 try:
                     with sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
                         ref = F.scaled_dot_product_attention(q, k_used.repeat_interleave(h // hk, dim=1),
