@@ -18,15 +18,16 @@
 using Elem = cutlass::bfloat16_t;
 using sweep::Problem;
 
-template <int D, int M, int N, int S>
+template <int D, int M, int N, int S, int SW = N>
 void run(const Problem& pr, std::vector<uint16_t>* first) {
-  using Traits = flashattn::sm90::FwdTraits<D, Elem, M, N, S>;
+  using Traits = flashattn::sm90::FwdTraits<D, Elem, M, N, S, SW>;
   const auto p = sweep::params(pr);
   const double ms = sweep::median_ms([&] { return flashattn::sm90::launch_fwd<Traits>(p, 0); }, 3, 15);
   bool finite;
   const double diff = sweep::diff_from_first(pr, first, &finite);
   char tag[64];
-  std::snprintf(tag, sizeof tag, "%dx%d %dwg %dst%s", M, N, M / 64, S, Traits::kOInQ ? " o-in-q" : "");
+  std::snprintf(tag, sizeof tag, "%dx%d %dwg %dst%s%s", M, N, M / 64, S, Traits::kOInQ ? " o-in-q" : "",
+                Traits::kLateP ? " late_p" : "");
   std::printf("D=%3d causal=%d N=%6lld  %-22s %7.1f TFLOP/s  (%.3f ms, smem %3d KiB)  max|diff| %.1e%s\n", D,
               int(pr.causal), (long long)pr.N, tag, pr.flops() / ms / 1e9, ms, Traits::kSmemBytes / 1024, diff,
               finite ? "" : "  NON-FINITE OUTPUT");
@@ -50,6 +51,11 @@ int main(int argc, char** argv) {
     } else if (D == 128) {
       run<128, 128, 128, 2>(pr, &first);
       run<128, 128, 192, 2>(pr, &first);  // long_tile_config's entry (its late_p comes with the shape)
+#ifdef SWEEP_HD128_LATE_P  // session 43: other widths with the long entry's switches (late_p ...)
+      run<128, 128, 128, 2, 192>(pr, &first);
+      run<128, 128, 160, 2, 192>(pr, &first);
+      run<128, 128, 176, 2, 192>(pr, &first);
+#endif
     } else {
       run<256, 128, 64, 2>(pr, &first);
       run<256, 128, 80, 2>(pr, &first);  // long_tile_config's entry

@@ -149,14 +149,15 @@ constexpr TileConfig tile_switches(int head_dim, int block_m, int block_n) {
 constexpr int kMaxSmemBytes = 232448;
 
 template <int kHeadDim_, typename Element_, int kBlockM_ = tile_config(kHeadDim_).block_m,
-          int kBlockN_ = tile_config(kHeadDim_).block_n, int kStages_ = tile_config(kHeadDim_).stages>
+          int kBlockN_ = tile_config(kHeadDim_).block_n, int kStages_ = tile_config(kHeadDim_).stages,
+          int kSwitchN_ = kBlockN_>  // sweep only: the switches of another key-tile width
 struct FwdTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
-  static constexpr TileConfig kSwitches = tile_switches(kHeadDim_, kBlockM_, kBlockN_);
+  static constexpr TileConfig kSwitches = tile_switches(kHeadDim_, kBlockM_, kSwitchN_);
   static constexpr bool kLateP = kSwitches.late_p;
   static constexpr bool kUniformGroup = kSwitches.uniform_group;
   static constexpr bool kQDescInLoop = kSwitches.q_desc_in_loop;
