@@ -95,7 +95,7 @@ std::vector<Case> hopper_cases() {
     cases.push_back(Case(n + "window_long").seq(1100, 1300).heads(2, 2).dims(d, d).win(200, 50));
     // Past long_tile_config's thresholds (fwd_traits.h): hd128 takes wider key tiles
     // from 8192 keys without a mask and from 16384 with a causal one, hd256 from 1024 /
-    // 8192 (plain: just past them; causal: a few keys past).
+    // 8192; each head dim's cases lie a little past its own.
     const int plain_keys = d == 128 ? 8200 : 2100, causal_keys = d == 128 ? 16400 : 8300;
     cases.push_back(Case(n + "long_keys").seq(130, plain_keys).heads(2, 1).dims(d, d));
     cases.push_back(Case(n + "long_keys_causal").seq(150, causal_keys).heads(2, 1).dims(d, d).causal_mask());
