@@ -161,17 +161,17 @@ constexpr int kMaxSmemBytes = 232448;
 
 template <int kHeadDim_, typename Element_, int kBlockM_ = tile_config(kHeadDim_).block_m,
           int kBlockN_ = tile_config(kHeadDim_).block_n, int kStages_ = tile_config(kHeadDim_).stages,
-          int kSwitchN_ = kBlockN_>  // sweep only: the switches of another key-tile width
+          int kSwitchBits_ = -1>  // sweep only: 1 late_p | 2 uniform_group | 4 q_desc_in_loop; -1 the table's
 struct FwdTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
-  static constexpr TileConfig kSwitches = tile_switches(kHeadDim_, kBlockM_, kSwitchN_);
-  static constexpr bool kLateP = kSwitches.late_p;
-  static constexpr bool kUniformGroup = kSwitches.uniform_group;
-  static constexpr bool kQDescInLoop = kSwitches.q_desc_in_loop;
+  static constexpr TileConfig kSwitches = tile_switches(kHeadDim_, kBlockM_, kBlockN_);
+  static constexpr bool kLateP = kSwitchBits_ < 0 ? kSwitches.late_p : (kSwitchBits_ & 1) != 0;
+  static constexpr bool kUniformGroup = kSwitchBits_ < 0 ? kSwitches.uniform_group : (kSwitchBits_ & 2) != 0;
+  static constexpr bool kQDescInLoop = kSwitchBits_ < 0 ? kSwitches.q_desc_in_loop : (kSwitchBits_ & 4) != 0;
   static constexpr int kGroupRows = 64;  // rows of one wgmma, one consumer group
   static constexpr int kConsumerGroups = kBlockM / kGroupRows;
   static_assert(kBlockM % kGroupRows == 0 && kConsumerGroups >= 2 && kConsumerGroups <= 3,
