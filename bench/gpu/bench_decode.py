@@ -131,6 +131,10 @@ def main():
             if not a.no_tiled:
                 times["ours_tiled"] = graph_time_us(tiled_call, a.calls, a.warmup, a.repeats)
             ref = None
+
+            def repeated():  # K and V repeated to the query heads (for SDPA without enable_gqa)
+                return k_used.repeat_interleave(h // hk, dim=1), v_used.repeat_interleave(h // hk, dim=1)
+
             for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
                 if causal:  # the peers' causal mask is top-left aligned; a decode step's is bottom-right
                     times[name] = float("nan")
@@ -142,8 +146,8 @@ def main():
                             r = F.scaled_dot_product_attention(q, k_used, v_used, enable_gqa=True)
                         except RuntimeError:
                             gqa_ok = False
-                            r = F.scaled_dot_product_attention(q, k_used.repeat_interleave(h // hk, dim=1),
-                                                               v_used.repeat_interleave(h // hk, dim=1))
+                            kr, vr = repeated()
+                            r = F.scaled_dot_product_attention(q, kr, vr)
                     ref = r.float() if ref is None else ref
                     row[f"{name}_enable_gqa"] = gqa_ok
                     if gqa_ok:
@@ -153,8 +157,6 @@ def main():
                                     return F.scaled_dot_product_attention(q, k_used, v_used, enable_gqa=True)
                             return run
                     else:
-                        kr, vr = k_used.repeat_interleave(h // hk, dim=1), v_used.repeat_interleave(h // hk, dim=1)
-
                         def make(backend=backend, kr=kr, vr=vr):
                             def run():
                                 with sdpa_kernel([backend]):
@@ -171,9 +173,8 @@ def main():
                 mask = torch.arange(used, device="cuda")[None, :] <= q_pos
                 try:
                     with sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
-                        ref = F.scaled_dot_product_attention(q, k_used.repeat_interleave(h // hk, dim=1),
-                                                             v_used.repeat_interleave(h // hk, dim=1),
-                                                             attn_mask=mask).float()
+                        kr, vr = repeated()
+                        ref = F.scaled_dot_product_attention(q, kr, vr, attn_mask=mask).float()
                 except RuntimeError as e:
                     row["check_error"] = str(e)[:200]
             diff = (got - ref).abs().max().item() if ref is not None else float("nan")

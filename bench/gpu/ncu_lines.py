@@ -24,7 +24,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ncu_source_compare import load  # noqa: E402
+from ncu_source_compare import load, num, opcode  # noqa: E402
 
 SAMPLES = "Warp Stall Sampling (All Samples)"
 
@@ -55,8 +55,8 @@ def profile(path):
     """offset from the kernel's first instruction -> (samples, executions, source, row)."""
     _, rows = load(path)
     base = int(rows[0]["Address"], 16)
-    return {int(r["Address"], 16) - base: (int(r[SAMPLES] or 0), int(r["Instructions Executed"] or 0),
-                                           r["Source"].strip(), r) for r in rows}
+    return {int(r["Address"], 16) - base: (num(r[SAMPLES]), int(num(r["Instructions Executed"])), r["Source"].strip(), r)
+            for r in rows}
 
 
 def main():
@@ -74,9 +74,7 @@ def main():
     profs = [profile(p) for p in a.profiles]
     for p, path in zip(profs, a.profiles):
         # the opcode of each profiled line must be the dump's (same binary, same kernel)
-        def opcode(t):
-            return next(w for w in t.split() if not w.startswith("@"))
-        bad = [o for o, v in p.items() if o not in by_off or opcode(by_off[o][0]) not in v[2]]
+        bad = [o for o, v in p.items() if o not in by_off or opcode(by_off[o][0]) != opcode(v[2])]
         if len(p) != len(ins) or len(bad) > len(p) // 100:
             sys.exit(f"{path}: {len(p)} SASS lines against {len(ins)} in the dump, {len(bad)} differ: another kernel?")
     totals = [max(1, sum(v[0] for v in p.values())) for p in profs]
@@ -96,12 +94,12 @@ def main():
     rows = []
     for o, v in profs[0].items():
         b = profs[1].get(o, (0,))[0] / totals[1]
-        stalls = sorted(((int(v[3][c] or 0), c[6:]) for c in v[3] if c.startswith("stall_") and "(Not" not in c),
+        stalls = sorted(((num(v[3][c]), c[6:]) for c in v[3] if c.startswith("stall_") and "Not Issued" not in c),
                         reverse=True)[:2]
         rows.append((v[0] / totals[0] - b, o, v[0] / totals[0], b, v[1], stalls))
     for _, o, sa, sb, n, stalls in sorted(rows, reverse=True)[:a.top]:
         t, loc, own = by_off[o]
-        st = " ".join(f"{name}:{k}" for k, name in stalls if k)
+        st = " ".join(f"{name}:{k:.0f}" for k, name in stalls if k)
         print(f"{o:06x} {sa * 100:7.2f}% {sb * 100:7.2f}% {n:>13}  {t[:58]:58s} {loc:30s} {own} {st}")
 
 
