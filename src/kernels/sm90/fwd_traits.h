@@ -73,7 +73,11 @@ struct TileConfig {
 // 4k +3%, 16k +3%; causal 1k +1.5%, 2k +3.5%, 3k +2.5%, 4k +14%, 8k +7%; against the
 // 128 x 192 long entry non-causal 2k +4%, 4k +1%, 8k level, 16k -3%, causal 8k +10%,
 // 16k -3% (hence its thresholds below). hd96 keeps the entry without them (not
-// measured).
+// measured). Per call on the H200 (A/B, three rounds,
+// bench/results/2026-12-06_h200_ab_s44_sm90_fwd_v23.txt): +2-4% at N = 512-4096, level
+// from 8192. The other entries with switches they lack (session 44's sweep, H200,
+// ..._s44_sm90_tile_sweep_switches.txt): hd64 with late_p 1-3% slower, hd192 / hd256
+// with q_desc_in_loop level or slower.
 constexpr TileConfig tile_config(int head_dim) {
   return head_dim <= 64    ? TileConfig{192, 128, 2, false, true, true}
          : head_dim <= 96  ? TileConfig{128, 128, 2, false, false, false}
