@@ -18,15 +18,16 @@
 using Elem = cutlass::bfloat16_t;
 using sweep::Problem;
 
-template <int D, int M, int N, int S>
+template <int D, int M, int N, int S, int SW = -1>
 void run(const Problem& pr, std::vector<uint16_t>* first) {
-  using Traits = flashattn::sm90::FwdTraits<D, Elem, M, N, S>;
+  using Traits = flashattn::sm90::FwdTraits<D, Elem, M, N, S, SW>;
   const auto p = sweep::params(pr);
   const double ms = sweep::median_ms([&] { return flashattn::sm90::launch_fwd<Traits>(p, 0); }, 3, 15);
   bool finite;
   const double diff = sweep::diff_from_first(pr, first, &finite);
   char tag[64];
-  std::snprintf(tag, sizeof tag, "%dx%d %dwg %dst%s", M, N, M / 64, S, Traits::kOInQ ? " o-in-q" : "");
+  std::snprintf(tag, sizeof tag, "%dx%d %dwg %dst%s %c%c%c", M, N, M / 64, S, Traits::kOInQ ? " o-in-q" : "",
+                Traits::kLateP ? 'L' : '-', Traits::kUniformGroup ? 'U' : '-', Traits::kQDescInLoop ? 'Q' : '-');
   std::printf("D=%3d causal=%d N=%6lld  %-22s %7.1f TFLOP/s  (%.3f ms, smem %3d KiB)  max|diff| %.1e%s\n", D,
               int(pr.causal), (long long)pr.N, tag, pr.flops() / ms / 1e9, ms, Traits::kSmemBytes / 1024, diff,
               finite ? "" : "  NON-FINITE OUTPUT");
@@ -40,20 +41,29 @@ int main(int argc, char** argv) {
     if (D != SWEEP_HDIM) return;
 #endif
     std::vector<uint16_t> first;
-    // <head dim, query rows (64 per consumer group), keys per tile, stages>;
-    // the first of each head dim is the table's entry.
+    // <head dim, query rows (64 per consumer group), keys per tile, stages[, switches]>;
+    // the first of each head dim is the table's entry. Switches (the tag's LUQ):
+    // 1 late_p | 2 uniform_group | 4 q_desc_in_loop; left out, the table's for the shape.
     if (D == 64) {
-      run<64, 192, 128, 2>(pr, &first);
-      run<64, 128, 128, 2>(pr, &first);
-      run<64, 128, 192, 2>(pr, &first);
-      run<64, 128, 176, 2>(pr, &first);
+      run<64, 192, 128, 2>(pr, &first);     // -UQ
+      run<64, 192, 128, 2, 7>(pr, &first);  // LUQ (late_p spilled before uniform_group / q_desc_in_loop)
+      run<64, 128, 128, 2>(pr, &first);     // -U- (the short causal blocks)
+      run<64, 128, 128, 2, 7>(pr, &first);
     } else if (D == 128) {
       run<128, 128, 128, 2>(pr, &first);
-      run<128, 128, 192, 2>(pr, &first);  // long_tile_config's entry (its late_p comes with the shape)
+      run<128, 128, 192, 2>(pr, &first);  // long_tile_config's entry
+      // 176 keys with the long entry's switches: session 43's best at non-causal 8k
+      // (641 against 617-633 TFLOP/s on the H100), not elsewhere.
+      run<128, 128, 176, 2, 7>(pr, &first);
+    } else if (D == 192) {
+      run<192, 128, 112, 2>(pr, &first);     // LU-
+      run<192, 128, 112, 2, 7>(pr, &first);  // LUQ
     } else {
-      run<256, 128, 64, 2>(pr, &first);
-      run<256, 128, 80, 2>(pr, &first);  // long_tile_config's entry
+      run<256, 128, 64, 2>(pr, &first);     // LU-
+      run<256, 128, 64, 2, 7>(pr, &first);  // LUQ
+      run<256, 128, 80, 2>(pr, &first);     // long_tile_config's entry, LU-
+      run<256, 128, 80, 2, 7>(pr, &first);
     }
-  });
+  }, {64, 128, 192, 256});
   return 0;
 }

@@ -123,11 +123,12 @@ inline std::vector<int64_t> seqlens(int argc, char** argv) {
   return ns;
 }
 
-// Calls body(problem) for D = 64/128/256, not causal and causal, each N, on
-// fresh N(0, 1) inputs (seed 1).
+// Calls body(problem) for each head dim of dims (64/128/256 unless given), not
+// causal and causal, each N, on fresh N(0, 1) inputs (seed 1).
 template <typename Body>
-void for_each_problem(const std::vector<int64_t>& ns, Body&& body) {
-  for (int64_t D : {64, 128, 256})
+void for_each_problem(const std::vector<int64_t>& ns, Body&& body,
+                      const std::vector<int64_t>& dims = {64, 128, 256}) {
+  for (int64_t D : dims)
     for (bool causal : {false, true})
       for (int64_t N : ns) {
         Problem pr{std::max<int64_t>(1, 16384 / N), N, 2048 / D, D, causal, nullptr, nullptr, nullptr, nullptr, nullptr};

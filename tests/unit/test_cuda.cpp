@@ -93,17 +93,20 @@ std::vector<Case> hopper_cases() {
     // seqlen_q 1024, the table's 192 rows beyond): masks on the table's shape too.
     cases.push_back(Case(n + "causal_long").seq(1100, 1100).heads(2, 1).dims(d, d).causal_mask());
     cases.push_back(Case(n + "window_long").seq(1100, 1300).heads(2, 2).dims(d, d).win(200, 50));
-    // Past long_tile_config's thresholds (fwd_traits.h): hd128 and hd256 take wider
-    // key tiles from 2048 / 1024 keys without a mask and from 8192 with a causal one.
-    cases.push_back(Case(n + "long_keys").seq(130, 2100).heads(2, 1).dims(d, d));
-    cases.push_back(Case(n + "long_keys_causal").seq(150, 8300).heads(2, 1).dims(d, d).causal_mask());
-    cases.push_back(Case(n + "long_keys_packed").packed({100, 33, 7}, {2200, 1500, 9}).heads(2, 1).dims(d, d));
+    // Past long_tile_config's thresholds (fwd_traits.h): hd128 takes wider key tiles
+    // from 8192 keys without a mask and from 16384 with a causal one, hd256 from 1024 /
+    // 8192; each head dim's cases lie a little past its own.
+    const int plain_keys = d == 128 ? 8200 : 2100, causal_keys = d == 128 ? 16400 : 8300;
+    cases.push_back(Case(n + "long_keys").seq(130, plain_keys).heads(2, 1).dims(d, d));
+    cases.push_back(Case(n + "long_keys_causal").seq(150, causal_keys).heads(2, 1).dims(d, d).causal_mask());
+    cases.push_back(Case(n + "long_keys_packed").packed({100, 33, 7}, {plain_keys + 100, 1500, 9}).heads(2, 1)
+                        .dims(d, d));
     // max_seqlen_k picks the wide tiles for the whole batch; the second sequence's
     // first 100 rows see no key (bottom-right causal, Sq > Sk).
-    cases.push_back(Case(n + "long_keys_packed_causal").packed({10, 300}, {8200, 200}).heads(2, 1).dims(d, d)
-                        .causal_mask());
+    cases.push_back(Case(n + "long_keys_packed_causal").packed({10, 300}, {causal_keys - 100, 200}).heads(2, 1)
+                        .dims(d, d).causal_mask());
     // A causal mask with look-ahead (window (-1, 5)) takes the causal threshold.
-    cases.push_back(Case(n + "long_keys_lookahead").seq(140, 8250).heads(2, 1).dims(d, d).win(-1, 5));
+    cases.push_back(Case(n + "long_keys_lookahead").seq(140, causal_keys - 50).heads(2, 1).dims(d, d).win(-1, 5));
     cases.push_back(Case(n + "tiny").batch(3).seq(1, 7).heads(2, 2).dims(d, d));
     cases.push_back(Case(n + "mqa").seq(256, 384).heads(8, 1).dims(d, d).causal_mask());
     cases.push_back(Case(n + "one_key").seq(200, 1).heads(2, 2).dims(d, d).causal_mask());

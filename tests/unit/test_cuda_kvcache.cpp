@@ -40,11 +40,11 @@ INSTANTIATE_TEST_SUITE_P(SequsedK, CudaKvCache, ::testing::ValuesIn(on_cuda(low_
 // every mask and score modifier. The unused rows hold NaN.
 std::vector<Case> kv_hopper_cases() {
   return in_dtypes({
-      Case("kvh_hd128_long").batch(2).seq(300, 4000).heads(8, 2).dims(128, 128).used({3999, 2500}),
+      Case("kvh_hd128_long").batch(2).seq(300, 8300).heads(8, 2).dims(128, 128).used({8299, 2500}),
       Case("kvh_hd128_causal_short").batch(4).seq(130, 512).heads(4, 4).dims(128, 128).causal_mask()
           .used({150, 512, 70, 0}),
-      Case("kvh_hd128_causal_long").batch(2).seq(700, 9000).heads(2, 1).dims(128, 128).causal_mask()
-          .used({8999, 8192}),
+      Case("kvh_hd128_causal_long").batch(2).seq(200, 16500).heads(2, 1).dims(128, 128).causal_mask()
+          .used({16499, 16384}),
       Case("kvh_hd64_window_alibi").batch(2).seq(200, 1000).heads(6, 2).dims(64, 64).win(100, 0)
           .slopes(Alibi::per_head).used({999, 333}),
       Case("kvh_hd64_causal").batch(3).seq(400, 700).heads(2, 2).dims(64, 64).causal_mask().used({700, 401, 65}),

@@ -61,14 +61,27 @@ struct TileConfig {
   // caller's max_seqlen_k) that take it without a mask and under a causal one.
   int min_keys = 0, min_keys_causal = 0;
 };
-// hd96 and hd192 (session 14, not swept): hd96 takes hd128's entry (with P in
+// hd96 and hd192 (session 14, not swept): hd96 takes hd128's tile shape (with P in
 // registers, three groups of 160 would not hold 64 x 128 scores, 64 x 96 of O
 // and P); hd192 128 x 112 with hd256's switches: Q 48 KiB and two K/V stages
 // 168 KiB fill shared memory (O staged in Q), and O's 96 registers with 56 of
 // scores fit the 240.
+// hd128's entry takes late_p, uniform_group and q_desc_in_loop since session 43
+// (sm90_tile_sweep on the H100, kernel time, two runs,
+// bench/results/2026-12-06_h100_s43_sm90_tile_sweep_hd128_late_p.txt; kernel notes,
+// sm90 forward v23): against the entry without them non-causal N = 1k +1-3%, 2k +4%,
+// 4k +3%, 16k +3%; causal 1k +1.5%, 2k +3.5%, 3k +2.5%, 4k +14%, 8k +7%; against the
+// 128 x 192 long entry non-causal 2k +4%, 4k +1%, 8k level, 16k -3%, causal 8k +10%,
+// 16k -3% (hence its thresholds below). hd96 keeps the entry without them (not
+// measured). Per call on the H200 (A/B, three rounds,
+// bench/results/2026-12-06_h200_ab_s44_sm90_fwd_v23.txt): +2-4% at N = 512-4096, level
+// from 8192. The other entries with switches they lack (session 44's sweep, H200,
+// ..._s44_sm90_tile_sweep_switches.txt): hd64 with late_p 1-3% slower, hd192 / hd256
+// with q_desc_in_loop level or slower.
 constexpr TileConfig tile_config(int head_dim) {
   return head_dim <= 64    ? TileConfig{192, 128, 2, false, true, true}
-         : head_dim <= 128 ? TileConfig{128, 128, 2, false, false, false}
+         : head_dim <= 96  ? TileConfig{128, 128, 2, false, false, false}
+         : head_dim <= 128 ? TileConfig{128, 128, 2, true, true, true}
          : head_dim <= 192 ? TileConfig{128, 112, 2, true, true, false}
                            : TileConfig{128, 64, 2, true, true, false};
 }
@@ -105,6 +118,8 @@ constexpr TileConfig tile_config(int head_dim) {
 //   128 x 176: -0.5 / 0.0 / +2.5 / +2.6%; causal -0.6 / +1.6%.
 // (Rows running the same kernel on both sides moved -0.8..+2.1%.) 192 keys are
 // the widest two K/V stages leave room for: 192 KiB beside Q's 32 KiB.
+// Its thresholds moved from 2048 / 8192 keys to 8192 / 16384 in session 43, when
+// the 128 x 128 entry took the same switches (tile_config's comment).
 // Key-tile widths other than 8, 16, 32, 64, 96, 128, 192 and 256 need CuTe's
 // extended wgmma shapes (CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED, which
 // src/CMakeLists.txt sets for the forward files; CuTe must see it before its
@@ -114,7 +129,7 @@ constexpr TileConfig tile_config(int head_dim) {
 // and 128 x 80 at hd256, and took for a spill problem. FwdTraits asserts the
 // width it got.
 constexpr TileConfig long_tile_config(int head_dim) {
-  return head_dim == 128   ? TileConfig{128, 192, 2, true, true, true, 2048, 8192}
+  return head_dim == 128   ? TileConfig{128, 192, 2, true, true, true, 8192, 16384}
          : head_dim == 256 ? TileConfig{128, 80, 2, true, true, false, 1024, 8192}
                            : TileConfig{0, 0, 0, false, false, false};
 }
@@ -149,7 +164,8 @@ constexpr TileConfig tile_switches(int head_dim, int block_m, int block_n) {
 constexpr int kMaxSmemBytes = 232448;
 
 template <int kHeadDim_, typename Element_, int kBlockM_ = tile_config(kHeadDim_).block_m,
-          int kBlockN_ = tile_config(kHeadDim_).block_n, int kStages_ = tile_config(kHeadDim_).stages>
+          int kBlockN_ = tile_config(kHeadDim_).block_n, int kStages_ = tile_config(kHeadDim_).stages,
+          int kSwitchBits_ = -1>  // sweep only: 1 late_p | 2 uniform_group | 4 q_desc_in_loop; -1 the table's
 struct FwdTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -157,9 +173,9 @@ struct FwdTraits {
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
   static constexpr TileConfig kSwitches = tile_switches(kHeadDim_, kBlockM_, kBlockN_);
-  static constexpr bool kLateP = kSwitches.late_p;
-  static constexpr bool kUniformGroup = kSwitches.uniform_group;
-  static constexpr bool kQDescInLoop = kSwitches.q_desc_in_loop;
+  static constexpr bool kLateP = kSwitchBits_ < 0 ? kSwitches.late_p : (kSwitchBits_ & 1) != 0;
+  static constexpr bool kUniformGroup = kSwitchBits_ < 0 ? kSwitches.uniform_group : (kSwitchBits_ & 2) != 0;
+  static constexpr bool kQDescInLoop = kSwitchBits_ < 0 ? kSwitches.q_desc_in_loop : (kSwitchBits_ & 4) != 0;
   static constexpr int kGroupRows = 64;  // rows of one wgmma, one consumer group
   static constexpr int kConsumerGroups = kBlockM / kGroupRows;
   static_assert(kBlockM % kGroupRows == 0 && kConsumerGroups >= 2 && kConsumerGroups <= 3,
