@@ -12,7 +12,9 @@
 # so that one build can be compared with itself under two settings (the same
 # shim for both, FLASHATTN_SM80_TILES=standard against large, say).
 # SHIM_B may be a comma-separated list (b, c, d, ...: several variants against A in
-# the same alternation); each gets its own ratio column.
+# the same alternation); each gets its own ratio column. ENV_a, ENV_b, ENV_c, ...
+# (NAME=VALUE ...) set one side's variables in place of A_ENV / B_ENV, so that one
+# build can run as two sides (the same shim twice, with and without a switch).
 # Usage: [ROUNDS=2] [WARMUP_MS=100] [A_ENV=..] [B_ENV=..] scripts/gpu_ab_bench.sh SHIM_A SHIM_B[,SHIM_C..] OUT_DIR [bench_gpu.py args]
 set -uo pipefail
 a=$1; IFS=, read -r -a bs <<< "$2"; out=$3; shift 3
@@ -24,6 +26,7 @@ for ((r = 1; r <= rounds; r++)); do
   for ((i = 0; i <= ${#bs[@]}; i++)); do
     v=${names[$i]}
     shim=$a; side_env=${A_ENV:-}; [ $i -gt 0 ] && shim=${bs[$((i - 1))]} && side_env=${B_ENV:-}
+    own=ENV_$v; side_env=${!own:-$side_env}  # ENV_b, ENV_c, ...: one side's own settings
     # shellcheck disable=SC2086  # NAME=VALUE words
     env $side_env timeout 300 python3 "$(dirname "$0")/../bench/gpu/bench_gpu.py" --shim "$shim" --no-peers \
       --warmup-ms "${WARMUP_MS:-100}" \
