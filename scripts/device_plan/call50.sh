@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Session 45: v43's cut wave, checked and timed three ways at hd64 (the only head dim the
 # contract's grid cuts): A = main (.devc/h.tar.xz), B = this build (.devc/d.tar.xz), C = this
-# build with FLASHATTN_SM90_BWD_TAIL=0 (the code change without the cut), three rounds; the consumers keep their batch entry in a register again (call 49: ~2% slower at hd64 with it read from shared memory).
+# build with FLASHATTN_SM90_BWD_TAIL=0 (the code change without the cut), three rounds.
+# v43's last form: the consumers keep their batch entry in a register again (call 49: the
+# build ~2% slower than main at hd64 with it read from shared memory).
 # run(command="bash .devc/call50.sh 2>&1 | tee $OUT/call50.log", carry=[".devc"]), ~4 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
