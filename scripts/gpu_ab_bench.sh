@@ -15,7 +15,7 @@
 # the same alternation); each gets its own ratio column. ENV_a, ENV_b, ENV_c, ...
 # (NAME=VALUE ...) set one side's variables in place of A_ENV / B_ENV, so that one
 # build can run as two sides (the same shim twice, with and without a switch).
-# Usage: [ROUNDS=2] [WARMUP_MS=100] [A_ENV=..] [B_ENV=..] scripts/gpu_ab_bench.sh SHIM_A SHIM_B[,SHIM_C..] OUT_DIR [bench_gpu.py args]
+# Usage: [ROUNDS=2] [WARMUP_MS=100] [A_ENV=..] [B_ENV=..] [ENV_c=..] scripts/gpu_ab_bench.sh SHIM_A SHIM_B[,SHIM_C..] OUT_DIR [bench_gpu.py args]
 set -uo pipefail
 a=$1; IFS=, read -r -a bs <<< "$2"; out=$3; shift 3
 rounds=${ROUNDS:-2}

@@ -3,6 +3,7 @@
 # contract's grid cuts): A = main (.devc/h.tar.xz), B = this build (.devc/d.tar.xz), C = this
 # build with FLASHATTN_SM90_BWD_TAIL=0 (the code change without the cut), four rounds.
 # run(command="bash .devc/call49.sh 2>&1 | tee $OUT/call49.log", carry=[".devc"]), ~4 minutes.
+# FILTER replaces the tests' filter (call50.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . .devc/lib.sh
@@ -11,7 +12,7 @@ rm -rf .dev/d; python3 -c "import tarfile; tarfile.open('.devc/d.tar.xz').extrac
 [ -d .dev/h ] || python3 -c "import tarfile; tarfile.open('.devc/h.tar.xz').extractall('.dev')"
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 T=.dev/d/flashattn_tests
-tst tail 170 4 $T --gtest_filter='HopperTail/*:Sm90Tail*:Hopper/CudaBackward*hdim64_full*:Hopper/CudaBackward*hdim64_softcap*:Hopper/CudaBackward*hdim64_mqa*'
+tst tail 170 4 $T --gtest_filter="${FILTER:-HopperTail/*:Sm90Tail*:Hopper/CudaBackward*hdim64_full*:Hopper/CudaBackward*hdim64_softcap*:Hopper/CudaBackward*hdim64_mqa*}"
 echo "tests done at $((SECONDS - start)) s"
 S=.dev/d/libflashattn_bench_shim.so
 ROUNDS=${ROUNDS:-4} ENV_c=FLASHATTN_SM90_BWD_TAIL=0 timeout $((400 - (SECONDS - start))) bash scripts/gpu_ab_bench.sh \

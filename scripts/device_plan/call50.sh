@@ -1,24 +1,8 @@
 #!/usr/bin/env bash
-# Session 45: v43's cut wave, checked and timed three ways at hd64 (the only head dim the
-# contract's grid cuts): A = main (.devc/h.tar.xz), B = this build (.devc/d.tar.xz), C = this
-# build with FLASHATTN_SM90_BWD_TAIL=0 (the code change without the cut), three rounds.
-# v43's last form: the consumers keep their batch entry in a register again (call 49: the
-# build ~2% slower than main at hd64 with it read from shared memory).
+# Session 45's plan for the next GPU session: call 49 again on v43's last form (.devc/d.tar.xz):
+# the consumers keep their batch entry in a register again (call 49: the build ~2% slower
+# than main at hd64 with it read from shared memory). Tests of the cut and of hd64 / hd128
+# (bf16 only: the build has no fp16), then main / the build / the cut off at hd64, three rounds.
 # run(command="bash .devc/call50.sh 2>&1 | tee $OUT/call50.log", carry=[".devc"]), ~4 minutes.
-set -uo pipefail
-cd "$(dirname "$0")/.."
-. .devc/lib.sh
-start=$SECONDS
-rm -rf .dev/d; python3 -c "import tarfile; tarfile.open('.devc/d.tar.xz').extractall('.dev')"
-[ -d .dev/h ] || python3 -c "import tarfile; tarfile.open('.devc/h.tar.xz').extractall('.dev')"
-nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
-T=.dev/d/flashattn_tests
-tst tail 170 4 $T --gtest_filter='HopperTail/*all_cut*:Sm90Tail*:Hopper/CudaBackward*hdim64*:Hopper/CudaBackward*hdim128_full*:Hopper/CudaBackward*hdim128_softcap*-*_f16_*'
-echo "tests done at $((SECONDS - start)) s"
-S=.dev/d/libflashattn_bench_shim.so
-ROUNDS=${ROUNDS:-3} ENV_c=FLASHATTN_SM90_BWD_TAIL=0 timeout $((400 - (SECONDS - start))) bash scripts/gpu_ab_bench.sh \
-  .dev/h/libflashattn_bench_shim.so $S,$S $OUT/ab_e --hdims 64 > $OUT/ab_e.txt 2>&1
-tail -26 $OUT/ab_e.txt
-tar czf $OUT/ab_e.tgz -C $OUT ab_e 2>/dev/null && rm -rf $OUT/ab_e
-pack
-echo "all done at $((SECONDS - start)) s"
+FILTER='HopperTail/*all_cut*:Sm90Tail*:Hopper/CudaBackward*hdim64*:Hopper/CudaBackward*hdim128_full*:Hopper/CudaBackward*hdim128_softcap*-*_f16_*' \
+  ROUNDS=${ROUNDS:-3} exec bash "$(dirname "$0")/call49.sh"
