@@ -23,6 +23,7 @@
 #include "kernels/sm80/bwd_tiles.h"
 #include "kernels/sm80/fwd_rules.h"
 #include "kernels/sm80/tiles.h"
+#include "kernels/sm90/fwd_split.h"
 #include "kernels/sm90/launch.h"
 
 namespace fatest {
@@ -129,6 +130,26 @@ std::vector<Case> hopper_cases() {
   return in_dtypes(cases, {DType::f16, DType::bf16});
 }
 INSTANTIATE_TEST_SUITE_P(Hopper, CudaForward, ::testing::ValuesIn(on_cuda(hopper_cases())), CaseParamName());
+
+// The Hopper forward's cut last round (sm90/fwd_split.h: no mask, the last
+// tiles cut over keys, merged by their LSE). On a 132-SM GPU: hd128, 136 tiles
+// of 17 key tiles, 132 whole and 4 cut into 6 pieces, 2100 keys (a partial key
+// tile in the last piece); hd64's 192-row tiles, 154 of them, the last of each
+// head with 80 rows (its third group idles in every piece); hd256 and softcap
+// (the modifiers' kernel) with every tile cut. The long_keys and gqa_long cases
+// above cut too; FLASHATTN_SM90_FWD_SPLIT=16 (the device plan's second run of the
+// Hopper suites) cuts every case it can into up to 16 pieces.
+std::vector<Case> hopper_split_cases() {
+  std::vector<Case> cases;
+  cases.push_back(Case("hdim128_cut_round").seq(2100, 2100).heads(8, 2).dims(128, 128));
+  cases.push_back(Case("hdim64_cut_round").seq(2000, 1500).heads(14, 7).dims(64, 64));
+  cases.push_back(Case("hdim256_all_cut").seq(700, 1000).heads(4, 4).dims(256, 256));
+  cases.push_back(Case("hdim128_softcap_all_cut").batch(2).seq(500, 3000).heads(6, 2).dims(128, 128).cap(10.f)
+                      .magnitude(3.f));
+  return in_dtypes(cases, {DType::f16, DType::bf16});
+}
+INSTANTIATE_TEST_SUITE_P(HopperSplit, CudaForward, ::testing::ValuesIn(on_cuda(hopper_split_cases())),
+                         CaseParamName());
 
 // The Hopper forward's other head dims, 96 (64-byte swizzled rows, 128 x 128
 // tiles) and 192 (128 x 112 tiles, O staged in Q): lengths around the tiles,
@@ -565,6 +586,29 @@ TEST(CudaDispatch, HopperBackwardTakesOnlyWhatItImplements) {
 // The sm80 kernels' tiles by the device's shared memory per block (no GPU
 // needed): 99 KiB (RTX 30/40/50, L4, L40S) compact, 163 KiB (A100) standard,
 // 227 KiB (H100/H200) large; FLASHATTN_SM80_TILES can only lower the tier.
+// The Hopper forward's cut of its last round (sm90/fwd_split.h), on 132 SMs.
+TEST(Sm90FwdSplit, CutsOnlyAPartialLastRoundOfLongTiles) {
+  namespace sm90 = flashattn::sm90;
+  // The contract's grid at hd128, N = 16384 (128 x 192 tiles): 2048 tiles, 68 in
+  // the last round, each cut into 5.
+  const sm90::FwdSplit grid16k = sm90::plan_fwd_split(2048, 86, 132, 128, 192, 128);
+  EXPECT_EQ(grid16k.whole, 1980);
+  EXPECT_EQ(grid16k.cut, 68);
+  EXPECT_EQ(grid16k.parts, 5);
+  EXPECT_FALSE(sm90::plan_fwd_split(2048, 8, 132, 128, 128, 128).on());    // short rows: the merge costs more
+  EXPECT_FALSE(sm90::plan_fwd_split(2752, 64, 132, 192, 128, 64).on());   // the last round 85% full
+  EXPECT_FALSE(sm90::plan_fwd_split(132 * 4, 64, 132, 128, 128, 128).on());  // full rounds
+  EXPECT_FALSE(sm90::plan_fwd_split(100, 3, 132, 128, 128, 128).on());     // pieces of two key tiles at least
+  const sm90::FwdSplit few = sm90::plan_fwd_split(24, 24, 132, 128, 128, 128);  // every tile cut
+  EXPECT_EQ(few.whole, 0);
+  EXPECT_EQ(few.cut, 24);
+  EXPECT_EQ(few.parts, 5);
+  // Forced: that many pieces wherever a cut can be made, never more than the merge holds.
+  EXPECT_EQ(sm90::plan_fwd_split(2048, 8, 132, 128, 128, 128, 4).parts, 4);
+  EXPECT_EQ(sm90::plan_fwd_split(24, 64, 132, 128, 128, 128, 40).parts, sm90::kMaxSplitParts);
+  EXPECT_FALSE(sm90::plan_fwd_split(24, 7, 132, 128, 128, 128, 4).on());
+}
+
 TEST(Sm80Tiles, TierFollowsSharedMemoryAndRequest) {
   using fa::sm80::pick_smem_tier;
   using fa::sm80::SmemTier;

@@ -15,6 +15,7 @@
 
 #include "backends/backend.h"
 #include "backends/cuda/kv_append.h"
+#include "backends/cuda/scratch.h"
 #include "backends/env.h"
 #include "flashattn/error.h"
 #include "kernels/common/kernel_params.h"
@@ -200,9 +201,7 @@ void decode_forward(const HostFwdParams& p, const FwdKernelParams& kp, const dec
   void* scratch = nullptr;
   cudaError_t err = cudaSuccess;
   if (plan.scratch_bytes > 0) {
-    cudaMemPool_t pool = scratch_pool(p.device.index);
-    err = pool != nullptr ? cudaMallocFromPoolAsync(&scratch, plan.scratch_bytes, pool, stream)
-                          : cudaMallocAsync(&scratch, plan.scratch_bytes, stream);
+    err = cuda_scratch(&scratch, plan.scratch_bytes, p.device.index, stream);
     if (err != cudaSuccess) {
       cudaGetLastError();  // not left for the next call's launch check
       throw Error(ErrorKind::runtime, "", "CUDA forward could not get " + std::to_string(plan.scratch_bytes) +
@@ -218,6 +217,11 @@ void decode_forward(const HostFwdParams& p, const FwdKernelParams& kp, const dec
 }
 
 }  // namespace
+
+cudaError_t cuda_scratch(void** ptr, size_t bytes, int device, cudaStream_t stream) {
+  cudaMemPool_t pool = scratch_pool(device);
+  return pool != nullptr ? cudaMallocFromPoolAsync(ptr, bytes, pool, stream) : cudaMallocAsync(ptr, bytes, stream);
+}
 
 int cuda_device_count() {
   int n = 0;
@@ -361,9 +365,7 @@ void cuda_backward(const BwdParams& p) {
   const size_t lse_bytes = dot_bytes;  // the LSE in log2 units (kp.lse_log2), read by both backwards
   const size_t bytes = dot_bytes + lse_bytes + dq_bytes;
   void* scratch = nullptr;
-  cudaMemPool_t pool = scratch_pool(p.device.index);
-  cudaError_t err = pool != nullptr ? cudaMallocFromPoolAsync(&scratch, bytes, pool, stream)
-                                    : cudaMallocAsync(&scratch, bytes, stream);
+  cudaError_t err = cuda_scratch(&scratch, bytes, p.device.index, stream);
   if (err != cudaSuccess) {
     cudaGetLastError();  // not left for the next call's launch check
     throw Error(ErrorKind::runtime, "", "CUDA backward could not get " + std::to_string(bytes) +

@@ -55,6 +55,11 @@ struct FwdArgs {
   // rows before key 0 with zeros), so that no unused row (which may hold NaN) meets the
   // P V product; its keys that the next tile covers are masked (fwd_kv.h).
   const int32_t* seqused_k = nullptr;
+  // A cut last round (fwd_split.h): piece j's normalised O, kBlockM rows of
+  // kHeadDim floats from o_part + j * kBlockM * kHeadDim, and its rows' LSE from
+  // lse_part + j * kBlockM; merged by fwd_merge.cuh. Null without a cut.
+  float* o_part = nullptr;
+  float* lse_part = nullptr;
 };
 
 // Position in a ring of mbarrier-guarded buffers. It runs on across tiles, so
@@ -506,9 +511,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       Barrier::arrive(&smem.v_empty[prev.stage]);
     }
 
-    // Epilogue: normalise, LSE straight to memory, then O.
+    // Epilogue: normalise, LSE straight to memory, then O. A piece of a cut tile
+    // (fwd_split.h) writes both to its scratch slot instead; one whose scores were
+    // all -inf weighs nothing in the merge (O = 0, LSE = -inf), as its row may see
+    // finite scores in another piece.
     const detail::SeqLen sl(p, tile.b);
     const float ln2 = 0.6931471805599453f;
+    const int piece = t - sched.whole;  // >= 0: the piece's slot
     float inv[kRows];
     CUTE_UNROLL
     for (int mi = 0; mi < kRows; ++mi) {
@@ -517,12 +526,14 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       inv[mi] = 1.f / sum;
       float lse = row_max[mi] * scale_log2 * ln2 + logf(sum);
       if (sum == 0.f) {
-        const bool sees_keys = row_lo[mi] < row_hi[mi];
+        const bool sees_keys = row_lo[mi] < row_hi[mi] && piece < 0;
         inv[mi] = sees_keys ? NAN : 0.f;
         lse = sees_keys ? NAN : -INFINITY;
       }
-      if (i < seqlen_q && p.lse != nullptr && get<1>(coord(mi, 0)) == 0)
-        p.lse[sl.lse_index(p, tile.b, tile.h, i)] = lse;
+      if (i < seqlen_q && get<1>(coord(mi, 0)) == 0) {
+        if (piece >= 0) args.lse_part[int64_t(piece) * kBlockM + (i - m0)] = lse;
+        else if (p.lse != nullptr) p.lse[sl.lse_index(p, tile.b, tile.h, i)] = lse;
+      }
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(o_rc); ++ni) o_rc(mi, ni) *= inv[mi];
     }
@@ -532,7 +543,23 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     // never touched Q's buffer and store zeros directly.
     const int g_row0 = m0 + group * kGroupRows;
     const bool via_tma = tile.has_work() && (!packed || g_row0 + kGroupRows <= seqlen_q);
-    if (via_tma) {
+    if (piece >= 0) {
+      // fp32 rows straight from registers: a quad's four threads write 32
+      // consecutive bytes of a row. Pieces always have keys.
+      Tensor tOcO = thr_o.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+      Tensor ocoord = make_tensor(tOcO.data(), acc_rowcol(tOcO.layout()));
+      float* const o_piece = args.o_part + int64_t(piece) * kBlockM * kHeadDim;
+      CUTE_UNROLL
+      for (int mi = 0; mi < kRows; ++mi) {
+        const int row = get<0>(coord(mi, 0));
+        if (m0 + row >= seqlen_q) continue;
+        CUTE_UNROLL
+        for (int ni = 0; ni < size<1>(o_rc); ni += 2)
+          *reinterpret_cast<float2*>(o_piece + row * kHeadDim + get<1>(ocoord(mi, ni))) =
+              make_float2(o_rc(mi, ni), o_rc(mi, ni + 1));
+      }
+      if constexpr (Traits::kOInQ) Barrier::arrive(&smem.q_empty);
+    } else if (via_tma) {
       Tensor rO = make_tensor<Element>(acc_o.layout());
       convert_into(acc_o, rO);
       if constexpr (!Traits::kOInQ)

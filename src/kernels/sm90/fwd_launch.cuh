@@ -6,28 +6,45 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 
+#include "backends/cuda/scratch.h"
+#include "kernels/common/pdl.cuh"
 #include "kernels/sm90/fwd_kernel.cuh"
 #include "kernels/sm90/fwd_kv.h"
+#include "kernels/sm90/fwd_merge.cuh"
+#include "kernels/sm90/fwd_split.h"
 #include "kernels/sm90/launch.h"
 
 namespace flashattn::sm90 {
 
-// Blocks of the persistent grid: one per SM, never more than there are tiles.
-// A device attribute query: no synchronisation, allowed during graph capture.
-inline cudaError_t persistent_blocks(const FwdKernelParams& p, int block_m, unsigned& blocks) {
-  int sms = 0;
-  const cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p.device.index);
-  if (err != cudaSuccess) return err;
+// FLASHATTN_SM90_FWD_SPLIT: unset, the cost model decides where the last round is
+// cut (fwd_split.h); 0 or 1, never; k >= 2, k pieces wherever a cut can be made
+// (tests, sweeps). Read once.
+inline int fwd_split_setting() {
+  static const int setting = [] {
+    const char* v = std::getenv("FLASHATTN_SM90_FWD_SPLIT");
+    return v == nullptr || *v == '\0' ? -1 : std::atoi(v);
+  }();
+  return setting;
+}
+
+// The cut of p's last round for a tile shape: only where every tile sees the same
+// keys (no mask, no packed batch, no KV cache).
+inline FwdSplit plan_split(const FwdKernelParams& p, const int32_t* seqused_k, int block_m, int block_n, int sms) {
+  const int setting = fwd_split_setting();
+  if (setting == 0 || setting == 1 || p.is_varlen() || p.is_local() || seqused_k != nullptr) return {};
   const int64_t tiles = (p.seqlen_q + block_m - 1) / block_m * p.heads_q * p.batch;
-  blocks = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(sms, tiles)));
-  return cudaSuccess;
+  const int64_t key_tiles = (p.seqlen_k + block_n - 1) / block_n;
+  return plan_fwd_split(tiles, key_tiles, sms, block_m, block_n, int(p.head_dim_qk), std::max(setting, 0));
 }
 
 // Launches the kernel of one tile configuration (the sweep calls this with
 // configurations outside the table); kMods: with score modifiers.
-// seqused_k: a batched KV cache's keys in use (fwd_kv.h), or null.
-template <typename Traits, bool kMods = false>
+// seqused_k: a batched KV cache's keys in use (fwd_kv.h), or null. kMaySplit:
+// the last round may be cut (fwd_split.h; its scratch comes from the CUDA
+// backend's pool, so the sweep, built without the library, leaves it off).
+template <typename Traits, bool kMods = false, bool kMaySplit = false>
 cudaError_t launch_fwd(const FwdKernelParams& p, cudaStream_t stream, const int32_t* seqused_k = nullptr) {
   using Element = typename Traits::Element;
   constexpr int kHeadDim = Traits::kHeadDim;
@@ -74,10 +91,42 @@ cudaError_t launch_fwd(const FwdKernelParams& p, cudaStream_t stream, const int3
   constexpr int smem = Traits::kSmemBytes;
   static const cudaError_t ready = prepare_kernel<Traits>(reinterpret_cast<const void*>(kernel));
   if (ready != cudaSuccess) return ready;
-  unsigned blocks = 0;
-  if (const cudaError_t err = persistent_blocks(p, Traits::kBlockM, blocks); err != cudaSuccess) return err;
+  // One block per SM (a device attribute: no synchronisation, allowed during graph
+  // capture), never more than there are tiles or pieces.
+  int sms = 0;
+  if (const cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p.device.index);
+      err != cudaSuccess)
+    return err;
+  void* scratch = nullptr;
+  if constexpr (kMaySplit) {
+    const FwdSplit split = plan_split(p, seqused_k, Traits::kBlockM, Traits::kBlockN, sms);
+    const size_t floats = size_t(split.pieces()) * Traits::kBlockM * (kHeadDim + 1);
+    if (split.on()) {
+      if (detail::cuda_scratch(&scratch, floats * sizeof(float), p.device.index, stream) == cudaSuccess) {
+        args.sched = TileScheduler(p, Traits::kBlockM, split);
+        args.o_part = static_cast<float*>(scratch);
+        args.lse_part = args.o_part + size_t(split.pieces()) * Traits::kBlockM * kHeadDim;
+      } else {
+        cudaGetLastError();  // no scratch: the whole tiles, as without a cut
+        scratch = nullptr;
+      }
+    }
+  }
+  const unsigned blocks = unsigned(std::max(1, std::min(sms, args.sched.total)));
   kernel<<<blocks, Traits::kThreads, smem, stream>>>(args);
-  return cudaGetLastError();
+  cudaError_t err = cudaGetLastError();
+  if constexpr (kMaySplit) {
+    if (scratch != nullptr) {
+      if (err == cudaSuccess) {
+        const int rows = (args.sched.total - args.sched.whole) / args.sched.parts * Traits::kBlockM;
+        err = detail::launch_early(programmatic_launch_enabled(), fwd_merge<kHeadDim, Traits::kBlockM, Element>,
+                                   dim3(unsigned((rows + kMergeWarps - 1) / kMergeWarps)), dim3(kMergeWarps * 32), 0,
+                                   stream, FwdMergeArgs{p, args.sched, args.o_part, args.lse_part});
+      }
+      cudaFreeAsync(scratch, stream);
+    }
+  }
+  return err;
 }
 
 // Softcap and ALiBi (and a non-positive scale) take the kernel with per-score
@@ -91,19 +140,19 @@ cudaError_t launch_fwd(const FwdKernelParams& p, cudaStream_t stream, const int3
 template <int kHeadDim, typename Element>
 cudaError_t run_fwd_used(const FwdKernelParams& p, const int32_t* seqused_k, cudaStream_t stream) {
   using Traits = FwdTraits<kHeadDim, Element>;
-  if (detail::needs_score_mods(p)) return launch_fwd<Traits, true>(p, stream, seqused_k);
+  if (detail::needs_score_mods(p)) return launch_fwd<Traits, true, true>(p, stream, seqused_k);
   constexpr TileConfig kLong = long_tile_config(kHeadDim);
   if constexpr (kLong.block_m > 0) {
     if (p.window_left < 0 && p.seqlen_k >= (p.window_right >= 0 ? kLong.min_keys_causal : kLong.min_keys))
-      return launch_fwd<FwdTraits<kHeadDim, Element, kLong.block_m, kLong.block_n, kLong.stages>, false>(
+      return launch_fwd<FwdTraits<kHeadDim, Element, kLong.block_m, kLong.block_n, kLong.stages>, false, true>(
           p, stream, seqused_k);
   }
   constexpr int kShortRows = short_causal_rows(kHeadDim);
   if constexpr (kShortRows > 0) {
     if (p.window_right >= 0 && p.seqlen_q <= kShortCausalMaxSeqlen)
-      return launch_fwd<FwdTraits<kHeadDim, Element, kShortRows>, false>(p, stream, seqused_k);
+      return launch_fwd<FwdTraits<kHeadDim, Element, kShortRows>, false, true>(p, stream, seqused_k);
   }
-  return launch_fwd<Traits, false>(p, stream, seqused_k);
+  return launch_fwd<Traits, false, true>(p, stream, seqused_k);
 }
 
 template <int kHeadDim, typename Element>

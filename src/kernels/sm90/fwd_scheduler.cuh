@@ -8,6 +8,7 @@
 #include "kernels/common/kernel_params.h"
 #include "kernels/common/mask.h"
 #include "kernels/common/seqlen.h"
+#include "kernels/sm90/fwd_split.h"
 
 namespace flashattn::sm90 {
 
@@ -33,26 +34,39 @@ using detail::FwdKernelParams;
 // multiply-shifts (cutlass::FastDivmod) set up there. Divided in every consumer
 // warp at every tile, they were ~1M of the instructions of hd64 causal N = 512
 // (integer-division sequences, ncu; kernel notes, sm90 forward v10).
+// With a cut last round (fwd_split.h) the list ends with the cut tiles' pieces:
+// item whole + j * parts + i is piece i of tile whole + j.
 struct TileCoord {
   int m_block, h, b;
+  int part = 0, parts = 1;  // a piece: part of parts (1: the whole tile)
 };
 
 struct TileScheduler {
   static constexpr int64_t kL2Bytes = 32ll << 20;  // of the H100/H200's 50 MiB
   int num_m, heads, batch, total;
+  int whole;  // items below are whole tiles; from here on, pieces (fwd_split.h)
+  int parts;
   int section_heads;  // heavy first: (head, batch) pairs walked together
   int sections;
   bool heavy_first;
   // By num_m, heads, section_heads * num_m (a section's tiles), section_heads,
   // and the last section's (head, batch) pairs.
-  cutlass::FastDivmod by_m, by_heads, by_section, by_section_heads, by_last_heads;
+  cutlass::FastDivmod by_m, by_heads, by_section, by_section_heads, by_last_heads, by_parts;
 
-  TileScheduler(const FwdKernelParams& p, int block_m)
+  // split: planned for masks without a right bound only (not heavy first).
+  TileScheduler(const FwdKernelParams& p, int block_m, FwdSplit split = {})
       : num_m(int((p.seqlen_q + block_m - 1) / block_m)),
         heads(int(p.heads_q)),
         batch(int(p.batch)),
         total(num_m * int(p.heads_q) * int(p.batch)),
+        whole(total),
+        parts(1),
         heavy_first(p.window_right >= 0) {
+    if (split.on() && !heavy_first && split.whole + split.cut == total) {
+      whole = split.whole;
+      parts = split.parts;
+      total = whole + split.pieces();
+    }
     // Heads whose K and V (fp16/bf16; a GQA group shares them) fit L2 together.
     const int pairs = heads * batch;
     const int64_t kv = p.seqlen_k * (p.head_dim_qk + p.head_dim_v) * 2 * p.heads_kv / p.heads_q;
@@ -66,6 +80,7 @@ struct TileScheduler {
     by_section = divmod(section_heads * num_m);
     by_section_heads = divmod(section_heads);
     by_last_heads = divmod(pairs - (sections - 1) * section_heads);
+    by_parts = divmod(parts);
   }
 
   // Tile of round r for this block; >= total once the block is done.
@@ -75,7 +90,19 @@ struct TileScheduler {
   }
   __device__ bool valid(int t) const { return t < total; }
 
+  // Item t of the list: a whole tile, or a piece of one of the last tiles.
   __device__ TileCoord decode(int t) const {
+    if (t < whole) return decode_tile(t);
+    int j, i;
+    by_parts(j, i, t - whole);
+    TileCoord c = decode_tile(whole + j);
+    c.part = i;
+    c.parts = parts;
+    return c;
+  }
+
+  // Query tile t (of num_m * heads * batch).
+  __device__ TileCoord decode_tile(int t) const {
     int bh, b, h;
     if (heavy_first) {
       // Sections of section_heads (head, batch) pairs (fewer in the last), each
@@ -89,12 +116,12 @@ struct TileScheduler {
       // per tile is a triangle wave (which the snake balances) ending on the
       // lightest tiles, not a sawtooth.
       const bool descending = ((sections - 1 - section) & 1) == 0;
-      return {descending ? num_m - 1 - step : step, h, b};
+      return {descending ? num_m - 1 - step : step, h, b, 0, 1};
     }
     int m;
     by_m(bh, m, t);
     by_heads(b, h, bh);
-    return {m, h, b};
+    return {m, h, b, 0, 1};
   }
 };
 
@@ -129,6 +156,11 @@ struct FwdTile {
     const int n_block_min = c_begin / kBlockN;
     n_block_max = c_end > c_begin ? (c_end + kBlockN - 1) / kBlockN : n_block_min;
     n_tiles = n_block_max - n_block_min;
+    if (c.parts > 1) {  // a piece: its share of the key tiles (the plan leaves each at least two)
+      const int lo = n_block_min + n_tiles * c.part / c.parts;
+      n_block_max = n_block_min + n_tiles * (c.part + 1) / c.parts;
+      n_tiles = n_block_max - lo;
+    }
   }
 
   __device__ detail::Mask mask(const FwdKernelParams& p) const {
