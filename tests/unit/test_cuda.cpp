@@ -133,7 +133,7 @@ INSTANTIATE_TEST_SUITE_P(Hopper, CudaForward, ::testing::ValuesIn(on_cuda(hopper
 
 // The Hopper forward's cut last round (sm90/fwd_split.h: no mask, the last
 // tiles cut over keys, merged by their LSE). On a 132-SM GPU: hd128, 136 tiles
-// of 17 key tiles, 132 whole and 4 cut into 6 pieces, 2100 keys (a partial key
+// of 9 key tiles, 132 whole and 4 cut into 3 pieces, 1100 keys (a partial key
 // tile in the last piece); hd64's 192-row tiles, 154 of them, the last of each
 // head with 80 rows (its third group idles in every piece); hd256 and softcap
 // (the modifiers' kernel) with every tile cut. The long_keys and gqa_long cases
@@ -141,7 +141,7 @@ INSTANTIATE_TEST_SUITE_P(Hopper, CudaForward, ::testing::ValuesIn(on_cuda(hopper
 // Hopper suites) cuts every case it can into up to 16 pieces.
 std::vector<Case> hopper_split_cases() {
   std::vector<Case> cases;
-  cases.push_back(Case("hdim128_cut_round").seq(2100, 2100).heads(8, 2).dims(128, 128));
+  cases.push_back(Case("hdim128_cut_round").seq(2100, 1100).heads(8, 2).dims(128, 128));
   cases.push_back(Case("hdim64_cut_round").seq(2000, 1500).heads(14, 7).dims(64, 64));
   cases.push_back(Case("hdim256_all_cut").seq(700, 1000).heads(4, 4).dims(256, 256));
   cases.push_back(Case("hdim128_softcap_all_cut").batch(2).seq(500, 3000).heads(6, 2).dims(128, 128).cap(10.f)
@@ -590,11 +590,14 @@ TEST(CudaDispatch, HopperBackwardTakesOnlyWhatItImplements) {
 TEST(Sm90FwdSplit, CutsOnlyAPartialLastRoundOfLongTiles) {
   namespace sm90 = flashattn::sm90;
   // The contract's grid at hd128, N = 16384 (128 x 192 tiles): 2048 tiles, 68 in
-  // the last round, each cut into 5.
+  // the last round, each cut into 3 (two rounds of pieces of 29 key tiles).
   const sm90::FwdSplit grid16k = sm90::plan_fwd_split(2048, 86, 132, 128, 192, 128);
   EXPECT_EQ(grid16k.whole, 1980);
   EXPECT_EQ(grid16k.cut, 68);
-  EXPECT_EQ(grid16k.parts, 5);
+  EXPECT_EQ(grid16k.parts, 3);
+  // hd256 at 16384 keys: 100 tiles in the last round, whose pieces' rows (65 MB at
+  // 5 pieces) would cost more than the round saves.
+  EXPECT_FALSE(sm90::plan_fwd_split(1024, 205, 132, 128, 80, 256).on());
   EXPECT_FALSE(sm90::plan_fwd_split(2048, 8, 132, 128, 128, 128).on());    // short rows: the merge costs more
   EXPECT_FALSE(sm90::plan_fwd_split(2752, 64, 132, 192, 128, 64).on());   // the last round 85% full
   EXPECT_FALSE(sm90::plan_fwd_split(132 * 4, 64, 132, 128, 128, 128).on());  // full rounds

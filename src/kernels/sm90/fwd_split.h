@@ -26,13 +26,15 @@ struct FwdSplit {
 
 // Costs in one block's key-tile times. A piece costs its key tiles plus `piece`
 // (the walk's first S and last P V, which overlap nothing, and the fp32 store);
-// the merge costs its launch and its reads of the pieces' fp32 rows (4 bytes per
-// row element; mostly from L2, where the pieces have just written them), spread
-// over the GPU. Guesses to be tuned by FLASHATTN_SM90_FWD_SPLIT sweeps.
+// the merge costs its launch and the pieces' fp32 rows, written and read again (8
+// bytes per row element) at DRAM speed, spread over the GPU. Priced from L2 (4
+// bytes at 5 TB/s) the plan cut hd256 16k into 5 pieces (65 MB of rows, more than
+// L2 holds), measured 3% slower on an H100, and k = 5 at hd128 16k, where 3 pieces
+// measured as well or better (kernel notes, sm90 forward v24).
 struct FwdSplitCosts {
   double piece = 1.5;              // key tiles
   double flops_per_us_sm = 4.6e6;  // dense bf16 rate of one SM in the kernel (~610 TFLOP/s / 132)
-  double bytes_per_us = 5.0e6;     // the merge's reads
+  double bytes_per_us = 3.0e6;     // the pieces' rows
   double merge_launch_us = 3.0;
 };
 
@@ -51,7 +53,7 @@ inline FwdSplit plan_fwd_split(int64_t tiles, int64_t key_tiles, int sms, int bl
   const int64_t max_parts = force_parts > 1 ? force_parts : kMaxSplitParts;
   const double kt_us = 4.0 * block_m * block_n * head_dim / c.flops_per_us_sm;  // one key tile's time
   auto merge = [&](int64_t k) {
-    return (c.merge_launch_us + double(rest * k) * block_m * head_dim * 4.0 / c.bytes_per_us) / kt_us;
+    return (c.merge_launch_us + double(rest * k) * block_m * head_dim * 8.0 / c.bytes_per_us) / kt_us;
   };
   const double base = double(key_tiles) + c.piece;  // the last round as it is
   double best_cost = base;
