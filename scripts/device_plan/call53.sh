@@ -12,7 +12,7 @@ start=$SECONDS
 rm -rf .dev/e; python3 -c "import tarfile; tarfile.open('.devc/e.tar.xz').extractall('.dev')"
 [ -d .dev/h ] || python3 -c "import tarfile; tarfile.open('.devc/h.tar.xz').extractall('.dev')"
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
-OMP_NUM_THREADS=16 timeout 60 .dev/e/flashattn_tests --gtest_filter='HopperSplit/*bf16*:Sm90FwdSplit*' 2>&1 \
+OMP_NUM_THREADS=16 timeout 60 .dev/e/flashattn_tests --gtest_filter='HopperSplit/*bf16*:Sm90FwdSplit*:CudaGraph*' 2>&1 \
   | grep -E "^\[  (PASSED|FAILED) |^\[       OK" | sed 's/MatchesReference\///'
 echo "tests done at $((SECONDS - start)) s"
 E=.dev/e/libflashattn_bench_shim.so
