@@ -102,13 +102,18 @@ cudaError_t launch_fwd(const FwdKernelParams& p, cudaStream_t stream, const int3
     const FwdSplit split = plan_split(p, seqused_k, Traits::kBlockM, Traits::kBlockN, sms);
     const size_t floats = size_t(split.pieces()) * Traits::kBlockM * (kHeadDim + 1);
     if (split.on()) {
-      if (detail::cuda_scratch(&scratch, floats * sizeof(float), p.device.index, stream) == cudaSuccess) {
-        args.sched = TileScheduler(p, Traits::kBlockM, split);
-        args.o_part = static_cast<float*>(scratch);
-        args.lse_part = args.o_part + size_t(split.pieces()) * Traits::kBlockM * kHeadDim;
-      } else {
-        cudaGetLastError();  // no scratch: the whole tiles, as without a cut
-        scratch = nullptr;
+      // The scheduler keeps the cut only where its list matches the plan's tiles;
+      // without scratch the whole tiles run, as without a cut.
+      const TileScheduler cut(p, Traits::kBlockM, split);
+      if (cut.whole < cut.total) {
+        if (detail::cuda_scratch(&scratch, floats * sizeof(float), p.device.index, stream) == cudaSuccess) {
+          args.sched = cut;
+          args.o_part = static_cast<float*>(scratch);
+          args.lse_part = args.o_part + size_t(split.pieces()) * Traits::kBlockM * kHeadDim;
+        } else {
+          cudaGetLastError();
+          scratch = nullptr;
+        }
       }
     }
   }
