@@ -6,6 +6,7 @@
 # fewer tiles than SMs (B = 1, 4 heads of 128, N = 2048: 64 tiles, cut in two), A = off,
 # B = planned, four rounds.
 # run(command="bash .devc/call52.sh 2>&1 | tee $OUT/call52.log", carry=[".devc"]), ~4 minutes.
+# ROUNDS, HDIMS and LIMIT (seconds for the first A/B) shorten it (call53.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
@@ -16,13 +17,13 @@ OMP_NUM_THREADS=16 timeout 100 .dev/e/flashattn_tests --gtest_filter='HopperSpli
   | grep -E "^\[  (PASSED|FAILED) |^\[       OK" | sed 's/MatchesReference\///'
 echo "tests done at $((SECONDS - start)) s"
 E=.dev/e/libflashattn_bench_shim.so
-ROUNDS=4 ENV_a=FLASHATTN_SM90_FWD_SPLIT=0 \
-  timeout 240 bash scripts/gpu_ab_bench.sh $E $E,.dev/h/libflashattn_bench_shim.so $OUT/ab_p --fwd-only --causal 0 --hdims 64,128,256 \
+ROUNDS=${ROUNDS:-4} ENV_a=FLASHATTN_SM90_FWD_SPLIT=0 \
+  timeout ${LIMIT:-240} bash scripts/gpu_ab_bench.sh $E $E,.dev/h/libflashattn_bench_shim.so $OUT/ab_p --fwd-only --causal 0 --hdims ${HDIMS:-64,128,256} \
   --seqlens 2048,4096,8192,16384 > $OUT/ab_p.txt 2>&1
 tail -13 $OUT/ab_p.txt
 echo "grid points done at $((SECONDS - start)) s"
-ROUNDS=4 ENV_a=FLASHATTN_SM90_FWD_SPLIT=0 \
-  timeout 120 bash scripts/gpu_ab_bench.sh $E $E $OUT/ab_few --fwd-only --causal 0 --hdims 128 \
+ROUNDS=${ROUNDS:-4} ENV_a=FLASHATTN_SM90_FWD_SPLIT=0 \
+  timeout 100 bash scripts/gpu_ab_bench.sh $E $E $OUT/ab_few --fwd-only --causal 0 --hdims 128 \
   --seqlens 2048 --tokens 2048 --model-dim 512 > $OUT/ab_few.txt 2>&1
 tail -2 $OUT/ab_few.txt
 tar czf $OUT/ab.tgz -C $OUT ab_p ab_few 2>/dev/null && rm -rf $OUT/ab_p $OUT/ab_few
