@@ -643,6 +643,10 @@ TEST(Sm90FwdSplit, CutsOnlyAPartialLastRoundOfLongTiles) {
   // hd256 at 16384 keys: 100 tiles in the last round, whose pieces' rows (65 MB at
   // 5 pieces) would cost more than the round saves.
   EXPECT_FALSE(sm90::plan_fwd_split(1024, 205, 132, 128, 80, 256).on());
+  // hd128 at 8192 keys: 3 pieces would save 16% of the last round, measured a loss.
+  EXPECT_FALSE(sm90::plan_fwd_split(2048, 43, 132, 128, 192, 128).on());
+  // hd64 at 2048 keys (192 x 128 tiles): 44 tiles in the last round, cut into 3.
+  EXPECT_EQ(sm90::plan_fwd_split(2816, 16, 132, 192, 128, 64).parts, 3);
   EXPECT_FALSE(sm90::plan_fwd_split(2048, 8, 132, 128, 128, 128).on());    // short rows: the merge costs more
   EXPECT_FALSE(sm90::plan_fwd_split(2752, 64, 132, 192, 128, 64).on());   // the last round 85% full
   EXPECT_FALSE(sm90::plan_fwd_split(132 * 4, 64, 132, 128, 128, 128).on());  // full rounds
