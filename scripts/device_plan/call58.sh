@@ -13,8 +13,8 @@ echo "tests done at $((SECONDS - start)) s"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 case "$gpu" in *H200*) ;; *) echo "not an H200: no grid"; exit 0;; esac
 for r in 1 2; do
-  left=$((570 - (SECONDS - start)))
-  [ $left -lt 200 ] && break
+  left=$((${CAP:-380} - (SECONDS - start)))
+  [ $left -lt 180 ] && break
   timeout $left python3 bench/gpu/bench_gpu.py --shim .dev/f/libflashattn_bench_shim.so --warmup-ms 100 \
     --json $OUT/grid$r.json --png $OUT/grid$r.png > $OUT/grid$r.txt 2>&1
   echo "grid round $r done at $((SECONDS - start)) s"; tail -3 $OUT/grid$r.txt
