@@ -44,6 +44,28 @@ int main(int argc, char** argv) {
     // <head dim, query rows (64 per consumer group), keys per tile, stages[, switches]>;
     // the first of each head dim is the table's entry. Switches (the tag's LUQ):
     // 1 late_p | 2 uniform_group | 4 q_desc_in_loop; left out, the table's for the shape.
+#ifdef SWEEP_SHORT_CAUSAL
+    // -DSWEEP_SHORT_CAUSAL: narrower key tiles for short causal calls (issue 5's N = 512 /
+    // 1024 causal points sit at 0.92-0.97x cuDNN on the H100, session 47): a diagonal
+    // tile of 64 keys masks half the products of one of 128. Run with N = 512 1024 2048.
+    if (D == 64) {
+      run<64, 128, 128, 2>(pr, &first);  // the short causal blocks (-U-)
+      run<64, 128, 64, 2>(pr, &first);
+      run<64, 128, 64, 3>(pr, &first);
+      run<64, 128, 96, 2>(pr, &first);
+      run<64, 192, 128, 2>(pr, &first);  // the table's entry
+    } else if (D == 128) {
+      run<128, 128, 128, 2>(pr, &first);
+      run<128, 128, 64, 2>(pr, &first);
+      run<128, 128, 64, 3>(pr, &first);
+      run<128, 128, 96, 2>(pr, &first);
+    } else if (D == 256) {
+      run<256, 128, 64, 2>(pr, &first);
+      run<256, 128, 32, 2>(pr, &first);
+      run<256, 128, 48, 2>(pr, &first);
+    }
+    return;
+#endif
     if (D == 64) {
       run<64, 192, 128, 2>(pr, &first);     // -UQ
       run<64, 192, 128, 2, 7>(pr, &first);  // LUQ (late_p spilled before uniform_group / q_desc_in_loop)
