@@ -240,6 +240,19 @@ TEST_P(CudaDeterministic, MatchesReferenceAndRepeats) {
 }
 INSTANTIATE_TEST_SUITE_P(Cuda, CudaDeterministic, ::testing::ValuesIn(on_cuda(deterministic_cases())), CaseParamName());
 
+// Deterministic pseudo-random bf16 values in [-2, 2) (splitmix64), never zeros.
+void fill_bf16(std::vector<uint16_t>& x, uint64_t seed) {
+  uint64_t s = seed;
+  for (auto& e : x) {
+    s += 0x9E3779B97F4A7C15ull;
+    uint64_t z = s;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    e = fa::float_to_bf16(static_cast<float>(static_cast<int64_t>(z >> 40) - (1 << 23)) / float(1 << 22));
+  }
+}
+
 // Device buffers for a small contiguous [B, S, H, D] problem.
 struct DeviceProblem {
   int64_t B = 2, S = 64, H = 2, D = 64;
@@ -353,12 +366,9 @@ TEST(CudaGraph, ForwardWithACutLastRoundReplaysTheSameOutput) {
   DeviceProblem d(1, 1024, 2, 128);
   const size_t n = static_cast<size_t>(d.B * d.S * d.H * d.D);
   std::vector<uint16_t> host(n);
-  uint64_t state = 12345;
+  uint64_t seed = 1;
   for (void* p : {d.q, d.k, d.v}) {
-    for (auto& x : host) {
-      state = state * 6364136223846793005ull + 1442695040888963407ull;
-      x = fa::float_to_bf16(float(int64_t(state >> 40) % 2001 - 1000) / 1000.f);
-    }
+    fill_bf16(host, seed++);
     cuda_ok(cudaMemcpy(p, host.data(), n * 2, cudaMemcpyHostToDevice), "copy");
   }
   cudaStream_t stream;
@@ -397,23 +407,11 @@ TEST(CudaLarge, MoreThan2To31ElementsPerTensor) {
   if (flag == nullptr || std::string(flag) != "1") GTEST_SKIP() << "set FLASHATTN_LARGE_TESTS=1";
   const int64_t N = 131072, H = 64, D = 256, n = N * H * D;
   ASSERT_GT(n, int64_t(1) << 30);
-  // Deterministic pseudo-random bf16 values (splitmix64), never zeros.
-  auto fill = [](std::vector<uint16_t>& x, uint64_t seed) {
-    uint64_t s = seed;
-    for (auto& e : x) {
-      s += 0x9E3779B97F4A7C15ull;
-      uint64_t z = s;
-      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-      z ^= z >> 31;
-      e = fa::float_to_bf16(static_cast<float>(static_cast<int64_t>(z >> 40) - (1 << 23)) / float(1 << 22));
-    }
-  };
   std::vector<uint16_t> q(n), k(n), v(n), dout(n);
-  fill(q, 1);
-  fill(k, 2);
-  fill(v, 3);
-  fill(dout, 4);
+  fill_bf16(q, 1);
+  fill_bf16(k, 2);
+  fill_bf16(v, 3);
+  fill_bf16(dout, 4);
   std::vector<void*> bufs;
   auto upload = [&](const std::vector<uint16_t>* host) {
     void* p = nullptr;
