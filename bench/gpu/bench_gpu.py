@@ -18,7 +18,11 @@ sides of a point in turns (round-robin warm-up, then --rounds rounds of each
 side's calls; medians over all of a side's calls): they share one clock, which
 the mix of their power draws sets, so it compares the kernels nearer per clock
 (bench/results/2026-12-01_h200_bench_interleaved_s14.json: every side faster
-than timed alone, the mix drawing less than the cap).
+than timed alone, the mix drawing less than the cap). In a fixed order each side
+follows the same neighbour every round, and a side that follows a light one
+(FlashAttention-2) meets a cooler clock; --rotate starts each round one side
+later, so every side takes every place in turn. --idle-ms sleeps before each
+side's timing, so each side starts from the same rested (boosted) state.
 
     python3 bench/gpu/bench_gpu.py --shim build/bench/gpu/libflashattn_bench_shim.so \
         --json bench/results/x.json --png bench/results/x.png
@@ -117,8 +121,17 @@ class Flashattn:
 WARMUP_S = 0.0
 
 
-def time_interleaved(fns, warmup, repeats, rounds):
-    """Medians in ms of each of fns (name -> callable), timed in turns."""
+# Seconds of sleep before each side's timing (--idle-ms): the GPU's clock recovers
+# from the previous side's power draw, so each side starts from the same state.
+IDLE_S = 0.0
+
+
+def time_interleaved(fns, warmup, repeats, rounds, rotate=False):
+    """Medians in ms of each of fns (name -> callable), timed in turns; with rotate,
+    round r starts at side r (mod the number of sides)."""
+    if IDLE_S > 0:
+        torch.cuda.synchronize()
+        time.sleep(IDLE_S)
     for fn in fns.values():
         for _ in range(warmup):
             fn()
@@ -130,8 +143,10 @@ def time_interleaved(fns, warmup, repeats, rounds):
         torch.cuda.synchronize()
     times = {name: [] for name in fns}
     per_round = max(1, repeats // rounds)
-    for _ in range(rounds):
-        for name, fn in fns.items():
+    order = list(fns.items())
+    for r in range(rounds):
+        shift = r % len(order) if rotate else 0
+        for name, fn in order[shift:] + order[:shift]:
             for _ in range(per_round):
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
@@ -182,11 +197,14 @@ def main():
                     help="time flashattn alone (A/B runs of two builds: scripts/gpu_ab_bench.sh)")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds (repeats are split among them)")
     ap.add_argument("--interleave", action="store_true", help="time the sides of a point in turns (one clock for all)")
+    ap.add_argument("--rotate", action="store_true", help="with --interleave: each round starts one side later")
+    ap.add_argument("--idle-ms", type=float, default=0.0, help="sleep before each side's timing (a rested GPU)")
     ap.add_argument("--json")
     ap.add_argument("--png")
     args = ap.parse_args()
-    global WARMUP_S
+    global WARMUP_S, IDLE_S
     WARMUP_S = args.warmup_ms / 1000.0
+    IDLE_S = args.idle_ms / 1000.0
 
     fa = Flashattn(args.shim)
     dev = torch.device("cuda")
@@ -253,7 +271,7 @@ def main():
                         except RuntimeError as e:
                             print(f"  {name} bwd: {str(e).splitlines()[0][:100]}", flush=True)
                 if args.interleave:
-                    for name, ms in time_interleaved(fns, args.warmup, args.repeats, args.rounds).items():
+                    for name, ms in time_interleaved(fns, args.warmup, args.repeats, args.rounds, args.rotate).items():
                         row[f"{name}_ms"] = ms
                 else:
                     for name, fn in fns.items():
