@@ -141,6 +141,11 @@ constexpr TileConfig long_tile_config(int head_dim) {
 // two runs (bench/results/2026-11-29_h200_sm90_hd64_short_causal_s7.txt): causal
 // N = 512 184-187 -> 196-205 TFLOP/s, 1024 257 -> 283-287; from N = 2048 on, and
 // without a causal mask at any N, 192 rows stay ahead (376 vs 361 at 2048).
+// Without a mask the 128-row blocks also take calls of at most 1024 queries and
+// 1024 keys (v25): 512 and 1024 rows are not multiples of 192, so a head's last
+// 192-row block held 128 rows; H100 sweep, two runs, N = 512 347 / 332 against
+// 336 / 331, 1024 412 / 389 against 387 / 387
+// (bench/results/2026-12-07_h100_s48_sm90_tile_sweep_short_causal.txt).
 constexpr int kShortCausalMaxSeqlen = 1024;
 constexpr int short_causal_rows(int head_dim) { return head_dim <= 64 ? 128 : 0; }
 // Its switches: hd64's table entry spills without uniform_group and
