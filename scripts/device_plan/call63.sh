@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Session 48: how the timing method moves the grid (main, v.tar.xz). On one machine: the sides of
+# a point in turns with the order rotated each round (twice), each side after 300 ms idle (5
+# warm-ups, median of 20, as peers.md), the fixed-order turns (a subset), and capped (100 ms).
+# run(command="bash .devc/call63.sh 2>&1 | tee $OUT/call63.log", carry=[".devc"]).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+start=$SECONDS
+[ -d .dev/v ] || python3 -c "import tarfile; tarfile.open('.devc/v.tar.xz').extractall('.dev')"
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
+grid() {  # name, extra args
+  local left=$((${CAP:-190} - (SECONDS - start)))
+  [ $left -lt 30 ] && { echo "no time for $1"; return; }
+  timeout $left python3 bench/gpu/bench_gpu.py --shim .dev/v/libflashattn_bench_shim.so "${@:2}" \
+    --json $OUT/grid_$1.json > /tmp/grid_$1.txt 2>&1
+  echo "grid $1 done at $((SECONDS - start)) s"; cat /tmp/grid_$1.txt
+}
+grid rotate1 --interleave --rotate --rounds 6 --repeats 24
+grid idle --idle-ms 300 --hdims 64,128 --seqlens 8192,16384
+grid capped --warmup-ms 100
+grid rotate2 --interleave --rotate --rounds 6 --repeats 24
+grid fixed --interleave --seqlens 2048,8192,16384
