@@ -135,10 +135,9 @@ cudaError_t launch_fwd(const FwdKernelParams& p, cudaStream_t stream, const int3
 }
 
 // Softcap and ALiBi (and a non-positive scale) take the kernel with per-score
-// work; dropout never reaches this kernel (dispatch.cpp). Plain attention with a
-// causal-like mask on short sequences, or without a mask on short queries and
-// keys, takes shorter blocks where the table says so (short_causal_rows,
-// fwd_traits.h); long sequences without a sliding
+// work; dropout never reaches this kernel (dispatch.cpp). Plain attention on
+// short sequences takes shorter blocks where the table says so (short_rows and
+// takes_short_rows, fwd_traits.h); long sequences without a sliding
 // window take wider key tiles where the table has them (long_tile_config). For
 // packed batches seqlen_k is the caller's max_seqlen_k, so one long sequence (or
 // a loose bound) moves every sequence of the batch to the wide tiles: still
@@ -153,9 +152,9 @@ cudaError_t run_fwd_used(const FwdKernelParams& p, const int32_t* seqused_k, cud
       return launch_fwd<FwdTraits<kHeadDim, Element, kLong.block_m, kLong.block_n, kLong.stages>, false, true>(
           p, stream, seqused_k);
   }
-  constexpr int kShortRows = short_causal_rows(kHeadDim);
+  constexpr int kShortRows = short_rows(kHeadDim);
   if constexpr (kShortRows > 0) {
-    if (p.seqlen_q <= kShortCausalMaxSeqlen && (p.window_right >= 0 || p.seqlen_k <= kShortCausalMaxSeqlen))
+    if (takes_short_rows(p.seqlen_q, p.seqlen_k, p.window_right >= 0))
       return launch_fwd<FwdTraits<kHeadDim, Element, kShortRows>, false, true>(p, stream, seqused_k);
   }
   return launch_fwd<Traits, false, true>(p, stream, seqused_k);

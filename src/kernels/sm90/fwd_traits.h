@@ -134,35 +134,42 @@ constexpr TileConfig long_tile_config(int head_dim) {
                            : TileConfig{0, 0, 0, false, false, false};
 }
 
-// Short causal sequences: query rows per block when a causal-like mask
-// (window_right >= 0) meets seqlen_q <= kShortCausalMaxSeqlen; 0 keeps the
-// table's. At hd64 the 192-row blocks compute about a third more masked products
-// than 128-row ones at N <= 1024 (the diagonal tiles are taller); kernel time,
-// two runs (bench/results/2026-11-29_h200_sm90_hd64_short_causal_s7.txt): causal
-// N = 512 184-187 -> 196-205 TFLOP/s, 1024 257 -> 283-287; from N = 2048 on, and
-// without a causal mask at any N, 192 rows stay ahead (376 vs 361 at 2048).
-// Without a mask the 128-row blocks also take calls of at most 1024 queries and
-// 1024 keys (v25): 512 and 1024 rows are not multiples of 192, so a head's last
-// 192-row block held 128 rows; H100 sweep, two runs, N = 512 347 / 332 against
-// 336 / 331, 1024 412 / 389 against 387 / 387
-// (bench/results/2026-12-07_h100_s48_sm90_tile_sweep_short_causal.txt).
-constexpr int kShortCausalMaxSeqlen = 1024;
-constexpr int short_causal_rows(int head_dim) { return head_dim <= 64 ? 128 : 0; }
-// Its switches: hd64's table entry spills without uniform_group and
+// Short calls: query rows per block for plain attention on short sequences; 0
+// keeps the table's. Taken (takes_short_rows) with a causal-like mask
+// (window_right >= 0) on at most kShortMaxSeqlen queries, or without one on at
+// most kShortMaxSeqlen queries and keys.
+// - Causal: at hd64 the 192-row blocks compute about a third more masked products
+//   than 128-row ones at N <= 1024 (the diagonal tiles are taller); kernel time,
+//   two runs (bench/results/2026-11-29_h200_sm90_hd64_short_causal_s7.txt): causal
+//   N = 512 184-187 -> 196-205 TFLOP/s, 1024 257 -> 283-287; from N = 2048 on,
+//   192 rows are ahead (376 vs 361 at 2048).
+// - No causal mask (v25): 512 and 1024 rows are not multiples of 192, so a head's
+//   last 192-row block held 128 rows; H100 sweep, two runs, N = 512 347 / 332
+//   against 336 / 331, 1024 412 / 389 against 387 / 387, 2048 422 against 443-449
+//   (bench/results/2026-12-07_h100_s48_sm90_tile_sweep_short_causal.txt). Longer
+//   keys keep the 192-row blocks' better rate per key tile.
+constexpr int kShortMaxSeqlen = 1024;
+constexpr int short_rows(int head_dim) { return head_dim <= 64 ? 128 : 0; }
+constexpr bool takes_short_rows(int seqlen_q, int seqlen_k, bool causal_like) {
+  return seqlen_q <= kShortMaxSeqlen && (causal_like || seqlen_k <= kShortMaxSeqlen);
+}
+static_assert(takes_short_rows(1024, 1024, false) && takes_short_rows(512, 16384, true) &&
+              !takes_short_rows(1024, 2048, false) && !takes_short_rows(2048, 2048, true));
+// Their switches: hd64's table entry spills without uniform_group and
 // q_desc_in_loop at three groups of 160 registers; the 128-row blocks' two groups
 // have 240, so Q's descriptors stay in registers across the key loop instead of
 // being re-derived at every key tile (4 instructions per wgmma; ncu of causal N =
 // 512 beside cuDNN, kernel notes, sm90 forward v10).
-constexpr TileConfig kShortCausalSwitches{128, 128, 2, false, true, false};
+constexpr TileConfig kShortSwitches{128, 128, 2, false, true, false};
 
 // The switches (late_p, uniform_group, q_desc_in_loop) of a tile shape: the
-// long-sequence entry's or the short causal blocks' for their shapes, the head
+// long-sequence entry's or the short blocks' for their shapes, the head
 // dim's table entry's otherwise.
 constexpr TileConfig tile_switches(int head_dim, int block_m, int block_n) {
   return long_tile_config(head_dim).block_m == block_m && long_tile_config(head_dim).block_n == block_n
              ? long_tile_config(head_dim)
-         : short_causal_rows(head_dim) == block_m && tile_config(head_dim).block_n == block_n ? kShortCausalSwitches
-                                                                                             : tile_config(head_dim);
+         : short_rows(head_dim) == block_m && tile_config(head_dim).block_n == block_n ? kShortSwitches
+                                                                                      : tile_config(head_dim);
 }
 
 // Largest dynamic shared memory of one block on sm90 (227 KiB).
