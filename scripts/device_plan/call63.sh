@@ -5,18 +5,13 @@
 # run(command="bash .devc/call63.sh 2>&1 | tee $OUT/call63.log", carry=[".devc"]).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. .devc/lib.sh
+S=.dev/v/libflashattn_bench_shim.so
 start=$SECONDS
 [ -d .dev/v ] || python3 -c "import tarfile; tarfile.open('.devc/v.tar.xz').extractall('.dev')"
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
-grid() {  # name, extra args
-  local left=$((${CAP:-560} - (SECONDS - start)))
-  [ $left -lt 30 ] && { echo "no time for $1"; return; }
-  timeout $left python3 bench/gpu/bench_gpu.py --shim .dev/v/libflashattn_bench_shim.so "${@:2}" \
-    --json $OUT/grid_$1.json > /tmp/grid_$1.txt 2>&1
-  echo "grid $1 done at $((SECONDS - start)) s"; cat /tmp/grid_$1.txt
-}
-grid rotate1 --interleave --rotate --rounds 6 --repeats 24
-grid idle --idle-ms 300
-grid capped --warmup-ms 100
-grid rotate2 --interleave --rotate --rounds 6 --repeats 24
-grid fixed --interleave --seqlens 2048,8192,16384
+grid rotate1 $S --interleave --rotate --rounds 6 --repeats 24
+grid idle $S --idle-ms 300
+grid capped $S --warmup-ms 100
+grid rotate2 $S --interleave --rotate --rounds 6 --repeats 24
+grid fixed $S --interleave --seqlens 2048,8192,16384

@@ -19,3 +19,11 @@ tst() {
   grep -hE "ERROR SUMMARY" "$logs/$name.log" | sort | uniq -c
   pack
 }
+# grid NAME SHIM [bench_gpu.py args]: the contract's grid into $OUT/grid_NAME.json, the table
+# printed; skipped when less than 30 s of ${CAP:-560} remain since $start (set by the caller).
+grid() {
+  local left=$((${CAP:-560} - (SECONDS - start)))
+  [ $left -lt 30 ] && { echo "no time for $1"; return; }
+  timeout $left python3 bench/gpu/bench_gpu.py --shim "$2" "${@:3}" --json "$OUT/grid_$1.json" > "/tmp/grid_$1.txt" 2>&1
+  echo "grid $1 done at $((SECONDS - start)) s"; cat "/tmp/grid_$1.txt"
+}
