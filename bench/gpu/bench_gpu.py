@@ -23,6 +23,8 @@ follows the same neighbour every round, and a side that follows a light one
 (FlashAttention-2) meets a cooler clock; --rotate starts each round one side
 later, so every side takes every place in turn. --idle-ms sleeps before each
 side's timing, so each side starts from the same rested (boosted) state.
+--trace N times N calls of each side from rest with the SM clock and power read
+after each (NVML), to see each kernel's speed per clock from boost into the cap.
 
     python3 bench/gpu/bench_gpu.py --shim build/bench/gpu/libflashattn_bench_shim.so \
         --json bench/results/x.json --png bench/results/x.png
@@ -157,6 +159,36 @@ def time_interleaved(fns, warmup, repeats, rounds, rotate=False):
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+def clock_reader():
+    """A function giving the GPU's SM clock (MHz) and power draw (W) now, through NVML
+    (nan where NVML is missing or does not answer)."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+        return lambda: (pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+                        pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0)
+    except Exception:  # noqa: BLE001 - any NVML failure leaves the trace without clocks
+        return lambda: (float("nan"), float("nan"))
+
+
+def trace_calls(fn, calls, read_clock):
+    """fn called `calls` times back to back after IDLE_S of rest (no warm-up): each
+    call's ms with the SM clock and power read right after it, from the boost after
+    idling into the power-capped state."""
+    torch.cuda.synchronize()
+    time.sleep(IDLE_S)
+    samples = []
+    for _ in range(calls):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        samples.append((start.elapsed_time(end), *read_clock()))
+    return samples
+
+
 def time_ms(fn, warmup, repeats):
     """Median in ms of fn's calls, after warm-up (WARMUP_S of back-to-back calls too)."""
     return time_interleaved({"fn": fn}, warmup, repeats, 1)["fn"]
@@ -199,6 +231,9 @@ def main():
     ap.add_argument("--interleave", action="store_true", help="time the sides of a point in turns (one clock for all)")
     ap.add_argument("--rotate", action="store_true", help="with --interleave: each round starts one side later")
     ap.add_argument("--idle-ms", type=float, default=0.0, help="sleep before each side's timing (a rested GPU)")
+    ap.add_argument("--trace", type=int, default=0,
+                    help="each side: this many calls from a rested GPU (--idle-ms), each with the SM clock; "
+                         "the JSON keeps every call, the table the median")
     ap.add_argument("--json")
     ap.add_argument("--png")
     args = ap.parse_args()
@@ -270,7 +305,19 @@ def main():
                             fns[f"{name}_bwd"] = peer_bwd
                         except RuntimeError as e:
                             print(f"  {name} bwd: {str(e).splitlines()[0][:100]}", flush=True)
-                if args.interleave:
+                if args.trace:
+                    read_clock = clock_reader()
+                    for name, fn in fns.items():
+                        samples = trace_calls(fn, args.trace, read_clock)
+                        row[f"{name}_trace"] = samples
+                        row[f"{name}_ms"] = statistics.median(ms for ms, _, _ in samples)
+                        work = (2.5 if "_bwd" in name else 1.0) * flops / 1e9
+                        first, last = samples[:5], samples[-20:]
+                        med = lambda part, i: statistics.median(x[i] for x in part)
+                        print(f"  {name:>10}: first 5 calls {work / med(first, 0):6.1f} TFLOP/s at {med(first, 1):5.0f} MHz "
+                              f"{med(first, 2):4.0f} W; last 20 {work / med(last, 0):6.1f} at {med(last, 1):5.0f} MHz "
+                              f"{med(last, 2):4.0f} W", flush=True)
+                elif args.interleave:
                     for name, ms in time_interleaved(fns, args.warmup, args.repeats, args.rounds, args.rotate).items():
                         row[f"{name}_ms"] = ms
                 else:
