@@ -128,12 +128,27 @@ WARMUP_S = 0.0
 IDLE_S = 0.0
 
 
-def time_interleaved(fns, warmup, repeats, rounds, rotate=False):
-    """Medians in ms of each of fns (name -> callable), timed in turns; with rotate,
-    round r starts at side r (mod the number of sides)."""
+def rest():
+    """IDLE_S of sleep with the GPU idle (--idle-ms)."""
     if IDLE_S > 0:
         torch.cuda.synchronize()
         time.sleep(IDLE_S)
+
+
+def time_call(fn):
+    """One call of fn in ms, by CUDA events, waited for."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+def time_interleaved(fns, warmup, repeats, rounds, rotate=False):
+    """Medians in ms of each of fns (name -> callable), timed in turns; with rotate,
+    round r starts at side r (mod the number of sides)."""
+    rest()
     for fn in fns.values():
         for _ in range(warmup):
             fn()
@@ -150,12 +165,7 @@ def time_interleaved(fns, warmup, repeats, rounds, rotate=False):
         shift = r % len(order) if rotate else 0
         for name, fn in order[shift:] + order[:shift]:
             for _ in range(per_round):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                fn()
-                end.record()
-                end.synchronize()
-                times[name].append(start.elapsed_time(end))
+                times[name].append(time_call(fn))
     return {name: statistics.median(t) for name, t in times.items()}
 
 
@@ -176,17 +186,8 @@ def trace_calls(fn, calls, read_clock):
     """fn called `calls` times back to back after IDLE_S of rest (no warm-up): each
     call's ms with the SM clock and power read right after it, from the boost after
     idling into the power-capped state."""
-    torch.cuda.synchronize()
-    time.sleep(IDLE_S)
-    samples = []
-    for _ in range(calls):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        samples.append((start.elapsed_time(end), *read_clock()))
-    return samples
+    rest()
+    return [(time_call(fn), *read_clock()) for _ in range(calls)]
 
 
 def time_ms(fn, warmup, repeats):
