@@ -18,3 +18,5 @@ grid idle $S --idle-ms 300
 grid capped $S --warmup-ms 100
 grid rotate2 $S --interleave --rotate --rounds 6 --repeats 24
 grid fixed $S --interleave --seqlens 2048,8192,16384
+for g in trace rotate1 idle capped rotate2 fixed; do [ -f $OUT/grid_$g.json ] && python3 bench/gpu/targets.py $OUT/grid_$g.json; done
+echo "all done at $((SECONDS - start)) s"
