@@ -24,7 +24,8 @@ follows the same neighbour every round, and a side that follows a light one
 later, so every side takes every place in turn. --idle-ms sleeps before each
 side's timing, so each side starts from the same rested (boosted) state.
 --trace N times N calls of each side from rest with the SM clock and power read
-after each (NVML), to see each kernel's speed per clock from boost into the cap.
+after each (NVML), from boost into the cap. NVML's power is an average that lags
+the calls (session 49): read the calls' times and the clock, not the power.
 
     python3 bench/gpu/bench_gpu.py --shim build/bench/gpu/libflashattn_bench_shim.so \
         --json bench/results/x.json --png bench/results/x.png
@@ -233,7 +234,7 @@ def main():
     ap.add_argument("--rotate", action="store_true", help="with --interleave: each round starts one side later")
     ap.add_argument("--idle-ms", type=float, default=0.0, help="sleep before each side's timing (a rested GPU)")
     ap.add_argument("--trace", type=int, default=0,
-                    help="each side: this many calls from a rested GPU (--idle-ms), each with the SM clock; "
+                    help="each side: this many calls from a rested GPU (--idle-ms), each with the SM clock and power; "
                          "the JSON keeps every call, the table the median")
     ap.add_argument("--json")
     ap.add_argument("--png")
