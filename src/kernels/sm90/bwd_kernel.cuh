@@ -63,6 +63,13 @@ __device__ __forceinline__ uint32_t opaque(uint32_t x) {
   return x;
 }
 
+// stmatrix.x4 (four 8 x 8 matrices of 16-bit pairs) to a shared-memory address
+// the caller forms, where CuTe's atom takes a reference into a swizzled tensor.
+__device__ __forceinline__ void stsm_x4(uint32_t smem_addr, const uint32_t (&w)[4]) {
+  asm volatile("stmatrix.sync.aligned.x4.m8n8.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_addr), "r"(w[0]),
+               "r"(w[1]), "r"(w[2]), "r"(w[3]));
+}
+
 // FLASHATTN_SM90_BWD_ATOMIC_DQ (an A/B switch, 0 by default; kernel_notes, sm90
 // backward v33): dQ's partial sums added from the accumulator's registers by vector
 // atomics (RED.F32x2) instead of shared-memory staging and a TMA reduce-add, in the
@@ -621,11 +628,28 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     // (key, query row) of every S^T element this thread holds, within the block's tile.
     Tensor tScS = thr_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kBlockM>>{}));
     Tensor coord = make_tensor(tScS.data(), acc_rowcol(tScS.layout()));
-    // dS^T's partition as element offsets of the unswizzled layout (.., .., ..,
-    // buffer), for the 32-bit stores; and the query rows that see each of this
-    // thread's two keys (KeyRows).
-    Tensor tdSoff = thr_sdp.partition_C(
-        make_tensor(counting_iterator<int>{0}, typename Traits::SmemLayoutdSt{}.layout_b()));
+    // dS^T goes to shared memory by stmatrix: the S^T accumulator's fragment is
+    // stmatrix's 8 x 8 layout (keys as its rows, 16 bytes of query rows each), so
+    // one STSM.x4 stores four 32-bit pairs a thread where 32-bit stores took four
+    // instructions and their swizzled addresses took four more each (-8% of the
+    // hd128 step's instructions). The partition over the unswizzled layout gives
+    // each stmatrix's row start (the thread's address) as an element offset,
+    // (.., atom, buffer); the addresses are formed at each step from an opaque
+    // base, as for the dQ staging (CuTe's own swizzled partition keeps them live
+    // across the loop: spills). With score modifiers the four-register groups
+    // spill (52 bytes at hd128), so those kernels keep 32-bit stores (kDsStsm).
+    constexpr bool kDsStsm = !kMods;
+    Tensor tdSoff32 = thr_sdp.partition_C(
+        make_tensor(counting_iterator<int>{0}, typename Traits::SmemLayoutdSt{}.layout_b()));  // (.., .., .., buffer)
+    auto ds_copy = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, mma_sdp);
+    auto thr_ds_copy = ds_copy.get_thread_slice(tidx);
+    Tensor tdSoff = thr_ds_copy.partition_D(
+        make_tensor(counting_iterator<int>{0}, typename Traits::SmemLayoutdSt{}.layout_b()));  // ((8, atom), 1, 1, buffer)
+    static_assert(decltype(size<0, 0>(tdSoff))::value == 8 && decltype(size<1>(tdSoff))::value == 1 &&
+                      decltype(size<2>(tdSoff))::value == 1,
+                  "a thread's stmatrix rows: 8 elements each, every atom in the first mode");
+    const uint32_t sds_addr = cast_smem_ptr_to_uint(smem.ds.data());
+    // The query rows that see each of this thread's two keys (KeyRows).
     static_assert(decltype(size<0>(coord))::value == 2, "two key rows per thread");
     const KeyRows key_rows(coord, mask, c0, seqlen_k);
 
@@ -782,16 +806,34 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       Tensor rdS = make_tensor<Element>(acc_dp.layout());
       convert_into(acc_dp, rdS);
       Tensor tdKrdS = make_tensor(rdS.data(), acc_as_a(rdS.layout()));
-      // dS^T to shared memory, two query columns (adjacent there) per store.
-      Tensor tdSoff_buf = tdSoff(_, _, _, ds_buf);
-      char* const sdS_bytes = reinterpret_cast<char*>(smem.ds.data());
-      const uint32_t ds_base = opaque(uint32_t(tdSoff_buf(0)));
-      CUTE_UNROLL
-      for (int e = 0; e < size(rdS); e += 2) {
-        cutlass::Array<Element, 2> pair;
-        pair[0] = rdS(e);
-        pair[1] = rdS(e + 1);
-        *reinterpret_cast<cutlass::Array<Element, 2>*>(sdS_bytes + swizzled_byte_offset<Element>(tdSoff_buf, ds_base, e)) = pair;
+      if constexpr (!kDsStsm) {  // two query columns (adjacent there) per store
+        Tensor tdSoff_buf = tdSoff32(_, _, _, ds_buf);
+        char* const sdS_bytes = reinterpret_cast<char*>(smem.ds.data());
+        const uint32_t ds_base = opaque(uint32_t(tdSoff_buf(0)));
+        CUTE_UNROLL
+        for (int e = 0; e < size(rdS); e += 2) {
+          cutlass::Array<Element, 2> pair;
+          pair[0] = rdS(e);
+          pair[1] = rdS(e + 1);
+          *reinterpret_cast<cutlass::Array<Element, 2>*>(sdS_bytes + swizzled_byte_offset<Element>(tdSoff_buf, ds_base, e)) = pair;
+        }
+      } else {
+        Tensor tdSrdS = thr_ds_copy.retile_S(rdS);  // ((8, atom), 1, 1), a register pair per 2 values
+        static_assert(size(tdSrdS) == size(tdSoff) / 2, "the registers' atoms are the stores' atoms");
+        const uint32_t ds_base = opaque(uint32_t(tdSoff(0, 0, 0, ds_buf)));
+        CUTE_UNROLL
+        for (int a = 0; a < size<0, 1>(tdSoff); ++a) {
+          uint32_t w[4];
+          CUTE_UNROLL
+          for (int k = 0; k < 4; ++k) {
+            cutlass::Array<Element, 2> pair;
+            pair[0] = tdSrdS(make_coord(2 * k, a), 0, 0);
+            pair[1] = tdSrdS(make_coord(2 * k + 1, a), 0, 0);
+            w[k] = reinterpret_cast<const uint32_t&>(pair);
+          }
+          const uint32_t row = ds_base + uint32_t(tdSoff(make_coord(0, a), 0, 0, ds_buf) - tdSoff(0, 0, 0, ds_buf));
+          stsm_x4(sds_addr + swizzle_bytes<3>(row * uint32_t(sizeof(Element))), w);
+        }
       }
       // Generic-proxy writes, read by wgmma (dS^T) and by the TMA reduce-add
       // issued below (the previous step's dQ staging).
