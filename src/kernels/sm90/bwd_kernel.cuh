@@ -207,7 +207,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   const bool packed = p.cu_seqlens_q != nullptr;
   const int batches = packed ? 1 : int(p.batch), bb = packed ? 0 : b;
 
-  const int warp_group = threadIdx.x / 128;
+  // Broadcast from lane 0, so that the compiler knows it is warp-uniform (and
+  // what derives from it, such as the wgmma descriptors below).
+  const int warp_group = cutlass::canonical_warp_group_idx();
   if (threadIdx.x == 0) {
     // Fetch the descriptors now rather than at their first use.
     cute::prefetch_tma_descriptor(args.tma_k.get_tma_descriptor());
@@ -612,14 +614,24 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     // Split by columns (hd128) or rows (hd64), the dQ product spans both groups.
     auto thr_dq = mma_dq.get_thread_slice(tidx);
 
-    Tensor tSrK = thr_sdp.partition_fragment_A(sK);
-    Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);     // (.., .., k, stage)
-    Tensor tdPrV = thr_sdp.partition_fragment_A(sV);
-    Tensor tdPrdO = thr_sdp.partition_fragment_B(sdO);  // (.., .., k, stage)
-    Tensor tdVrdO = thr_dkv.partition_fragment_B(sdOt);  // (.., .., k, stage)
-    Tensor tdKrQ = thr_dkv.partition_fragment_B(sQt);    // (.., .., k, stage)
-    Tensor tdQrdS = thr_dq.partition_fragment_A(sdS);  // (.., .., k, buffer)
-    Tensor tdQrK = thr_dq.partition_fragment_B(sKt);
+    // The shared-memory operands' descriptors depend on the warp group alone:
+    // taken from the slice of the group's first thread (a warp-uniform index)
+    // they are uniform values, formed in uniform registers with no move per
+    // wgmma from a thread's registers.
+    // (The score-modifier kernels keep the thread's own slice: there the uniform
+    // form spills a register at hd128.)
+    const int desc_thread = kMods ? tidx : group * 128;
+    auto grp_sdp = mma_sdp.get_thread_slice(desc_thread);
+    auto grp_dkv = mma_dkv.get_thread_slice(desc_thread);
+    auto grp_dq = mma_dq.get_thread_slice(desc_thread);
+    Tensor tSrK = grp_sdp.partition_fragment_A(sK);
+    Tensor tSrQ = grp_sdp.partition_fragment_B(sQ);     // (.., .., k, stage)
+    Tensor tdPrV = grp_sdp.partition_fragment_A(sV);
+    Tensor tdPrdO = grp_sdp.partition_fragment_B(sdO);  // (.., .., k, stage)
+    Tensor tdVrdO = grp_dkv.partition_fragment_B(sdOt);  // (.., .., k, stage)
+    Tensor tdKrQ = grp_dkv.partition_fragment_B(sQt);    // (.., .., k, stage)
+    Tensor tdQrdS = grp_dq.partition_fragment_A(sdS);  // (.., .., k, buffer)
+    Tensor tdQrK = grp_dq.partition_fragment_B(sKt);
 
     Tensor acc_dk = partition_fragment_C(mma_dkv, Shape<Int<kBlockN>, Int<kHeadDim>>{});
     Tensor acc_dv = partition_fragment_C(mma_dkv, Shape<Int<kBlockN>, Int<kHeadDim>>{});
