@@ -63,6 +63,21 @@ __device__ __forceinline__ uint32_t opaque(uint32_t x) {
   return x;
 }
 
+// A thread's 16-bit accumulator values to a 128-byte-swizzled tile, one 32-bit store
+// per adjacent pair, at the element offsets `off` (the values' partition of the tile's
+// unswizzled layout), from an opaque base as above.
+template <typename Element, typename Offsets, typename Regs>
+__device__ __forceinline__ void store_pairs(char* tile, const Offsets& off, const Regs& r) {
+  const uint32_t base = opaque(uint32_t(off(0)));
+  CUTE_UNROLL
+  for (int e = 0; e < size(r); e += 2) {
+    cutlass::Array<Element, 2> pair;
+    pair[0] = r(e);
+    pair[1] = r(e + 1);
+    *reinterpret_cast<cutlass::Array<Element, 2>*>(tile + swizzled_byte_offset<Element>(off, base, e)) = pair;
+  }
+}
+
 // stmatrix.x4 (four 8 x 8 matrices of 16-bit pairs) to a shared-memory address
 // the caller forms, where CuTe's atom takes a reference into a swizzled tensor.
 __device__ __forceinline__ void stsm_x4(uint32_t smem_addr, const uint32_t (&w)[4]) {
@@ -527,16 +542,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       if (!g0) {
         // dS^T to shared memory for both groups' dQ (under dK), two query
         // columns per 32-bit store as by keys.
-        Tensor tdSoff_buf = tdSoff(_, _, _, 0);
-        char* const sdS_bytes = reinterpret_cast<char*>(smem.ds.data());
-        const uint32_t ds_base = opaque(uint32_t(tdSoff_buf(0)));
-        CUTE_UNROLL
-        for (int e = 0; e < size(rA); e += 2) {
-          cutlass::Array<Element, 2> pair;
-          pair[0] = rA(e);
-          pair[1] = rA(e + 1);
-          *reinterpret_cast<cutlass::Array<Element, 2>*>(sdS_bytes + swizzled_byte_offset<Element>(tdSoff_buf, ds_base, e)) = pair;
-        }
+        store_pairs<Element>(reinterpret_cast<char*>(smem.ds.data()), tdSoff(_, _, _, 0), rA);
         cutlass::arch::fence_view_async_shared();  // generic-proxy writes, read by wgmma
       }
       cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads, kBarDs);
@@ -819,16 +825,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       convert_into(acc_dp, rdS);
       Tensor tdKrdS = make_tensor(rdS.data(), acc_as_a(rdS.layout()));
       if constexpr (!kDsStsm) {  // two query columns (adjacent there) per store
-        Tensor tdSoff_buf = tdSoff32(_, _, _, ds_buf);
-        char* const sdS_bytes = reinterpret_cast<char*>(smem.ds.data());
-        const uint32_t ds_base = opaque(uint32_t(tdSoff_buf(0)));
-        CUTE_UNROLL
-        for (int e = 0; e < size(rdS); e += 2) {
-          cutlass::Array<Element, 2> pair;
-          pair[0] = rdS(e);
-          pair[1] = rdS(e + 1);
-          *reinterpret_cast<cutlass::Array<Element, 2>*>(sdS_bytes + swizzled_byte_offset<Element>(tdSoff_buf, ds_base, e)) = pair;
-        }
+        store_pairs<Element>(reinterpret_cast<char*>(smem.ds.data()), tdSoff32(_, _, _, ds_buf), rdS);
       } else {
         Tensor tdSrdS = thr_ds_copy.retile_S(rdS);  // ((8, atom), 1, 1), a register pair per 2 values
         static_assert(size(tdSrdS) == size(tdSoff) / 2, "the registers' atoms are the stores' atoms");
