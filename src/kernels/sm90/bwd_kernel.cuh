@@ -649,13 +649,14 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     // dS^T goes to shared memory by stmatrix: the S^T accumulator's fragment is
     // stmatrix's 8 x 8 layout (keys as its rows, 16 bytes of query rows each), so
     // one STSM.x4 stores four 32-bit pairs a thread where 32-bit stores took four
-    // instructions and their swizzled addresses took four more each (-8% of the
-    // hd128 step's instructions). The partition over the unswizzled layout gives
-    // each stmatrix's row start (the thread's address) as an element offset,
-    // (.., atom, buffer); the addresses are formed at each step from an opaque
-    // base, as for the dQ staging (CuTe's own swizzled partition keeps them live
-    // across the loop: spills). With score modifiers the four-register groups
-    // spill (52 bytes at hd128), so those kernels keep 32-bit stores (kDsStsm).
+    // instructions and their swizzled addresses took four more each (-6% of the
+    // step's instructions at hd128, -11% at hd64). The partition over the
+    // unswizzled layout gives each stmatrix's row start (the thread's address) as
+    // an element offset, (.., atom, buffer); the addresses are formed at each step
+    // from an opaque base, as for the dQ staging (CuTe's own swizzled partition
+    // keeps them live across the loop: spills). With score modifiers the
+    // four-register groups spill (52 bytes at hd128), so those kernels keep
+    // 32-bit stores (kDsStsm).
     constexpr bool kDsStsm = !kMods;
     Tensor tdSoff32 = thr_sdp.partition_C(
         make_tensor(counting_iterator<int>{0}, typename Traits::SmemLayoutdSt{}.layout_b()));  // (.., .., .., buffer)
