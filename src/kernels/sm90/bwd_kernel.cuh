@@ -830,9 +830,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       } else {
         Tensor tdSrdS = thr_ds_copy.retile_S(rdS);  // ((8, atom), 1, 1), a register pair per 2 values
         static_assert(size(tdSrdS) == size(tdSoff) / 2, "the registers' atoms are the stores' atoms");
-        const uint32_t ds_base = opaque(uint32_t(tdSoff(0, 0, 0, ds_buf)));
+        Tensor rows = tdSoff(make_coord(0, _), 0, 0, ds_buf);  // each atom's row start
+        const uint32_t ds_base = opaque(uint32_t(rows(0)));
         CUTE_UNROLL
-        for (int a = 0; a < size<0, 1>(tdSoff); ++a) {
+        for (int a = 0; a < size(rows); ++a) {
           uint32_t w[4];
           CUTE_UNROLL
           for (int k = 0; k < 4; ++k) {
@@ -841,8 +842,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
             pair[1] = tdSrdS(make_coord(2 * k + 1, a), 0, 0);
             w[k] = reinterpret_cast<const uint32_t&>(pair);
           }
-          const uint32_t row = ds_base + uint32_t(tdSoff(make_coord(0, a), 0, 0, ds_buf) - tdSoff(0, 0, 0, ds_buf));
-          stsm_x4(sds_addr + swizzle_bytes<3>(row * uint32_t(sizeof(Element))), w);
+          stsm_x4(sds_addr + swizzled_byte_offset<Element>(rows, ds_base, a), w);
         }
       }
       // Generic-proxy writes, read by wgmma (dS^T) and by the TMA reduce-add
