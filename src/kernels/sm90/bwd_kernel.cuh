@@ -497,9 +497,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         cutlass::arch::NamedBarrier::arrive(Traits::kConsumerThreads, kBarP);
         convert_into(acc, rA);
       } else {
-        // dS^T = P^T (dP^T - d) scale, with group 0's fp32 P^T. (The one-fma form
-        // of the other formation measured 1-3% slower here:
-        // bench/results/2026-11-30_h200_ab_s8_fwd_long_bwd_fma.txt.)
+        // dS^T = P^T (dP^T - d), with group 0's fp32 P^T; the softmax scale is
+        // left to dK's epilogue and dQ's conversion (as in the other formation).
         Tensor pt = make_tensor_like(acc);
         cutlass::arch::NamedBarrier::sync(Traits::kConsumerThreads, kBarP);
         CUTE_UNROLL
@@ -519,7 +518,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         for (int ni = 0; ni < size<1>(x); ++ni) {
           const float d = kApartRowRegs<Traits, kMods> ? row_vals[ni] : smem.row_dot[s][get<1>(coord(0, ni))];
           CUTE_UNROLL
-          for (int mi = 0; mi < size<0>(x); ++mi) x(mi, ni) = pr(mi, ni) * (x(mi, ni) - d) * p.softmax_scale;
+          for (int mi = 0; mi < size<0>(x); ++mi) x(mi, ni) = pr(mi, ni) * (x(mi, ni) - d);
         }
         if (with_cap) ScoreMods(p, c0, seqlen_q, seqlen_k, slope).apply_cap_grad(x, pr, coord, smem.lse_log2[s], m0);
         Barrier::arrive(&smem.rows_empty[s]);  // this thread's d reads of the stage are done
@@ -587,12 +586,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       Barrier::arrive(&smem.empty[(n_steps - 1) % kStages]);
     }
 
-    // Epilogue: dV (group 0) or dK (group 1) straight from registers, keys past
-    // the sequence not written.
+    // Epilogue: dV (group 0) or dK (group 1, times the softmax scale that dS left
+    // out) straight from registers, keys past the sequence not written.
     Tensor tKVc = thr_dkv.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
     Tensor kv_coord = make_tensor(tKVc.data(), acc_rowcol(tKVc.layout()));
     Tensor kv_rc = make_tensor(acc_kv.data(), acc_rowcol(acc_kv.layout()));
     Element* const out = static_cast<Element*>(g0 ? p.dv : p.dk);
+    const float factor = g0 ? 1.f : p.softmax_scale;
     const int64_t out_batch = g0 ? p.dv_batch_stride : p.dk_batch_stride;
     const int64_t out_row = g0 ? p.dv_row_stride : p.dk_row_stride;
     const int64_t out_head = g0 ? p.dv_head_stride : p.dk_head_stride;
@@ -604,8 +604,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(kv_rc); ni += 2) {
         cutlass::Array<Element, 2> pair;
-        pair[0] = Element(kv_rc(mi, ni));
-        pair[1] = Element(kv_rc(mi, ni + 1));
+        pair[0] = Element(kv_rc(mi, ni) * factor);
+        pair[1] = Element(kv_rc(mi, ni + 1) * factor);
         *reinterpret_cast<cutlass::Array<Element, 2>*>(row + get<1>(kv_coord(mi, ni))) = pair;
       }
     }
@@ -809,13 +809,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       warpgroup_fence_operand(acc_dp);
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(sc); ++ni) {
-        // dS = P (dP - d) scale, (dP - d) scale as one fma with d scale per column.
-        const float d_scaled =
-            (kRowRegs ? row_vals[ni] : smem.row_dot[s][get<1>(coord(0, ni))]) * p.softmax_scale;
+        // dS = P (dP - d), two instructions a score; the softmax scale is applied
+        // once to dK (epilogue) and to dQ (its conversion pass), not per step.
+        const float d = kRowRegs ? row_vals[ni] : smem.row_dot[s][get<1>(coord(0, ni))];
         CUTE_UNROLL
-        for (int mi = 0; mi < size<0>(sc); ++mi) {
-          dp(mi, ni) = sc(mi, ni) * fmaf(dp(mi, ni), p.softmax_scale, -d_scaled);
-        }
+        for (int mi = 0; mi < size<0>(sc); ++mi) dp(mi, ni) = sc(mi, ni) * (dp(mi, ni) - d);
       }
       if (with_cap) ScoreMods(p, c0, seqlen_q, seqlen_k, slope).apply_cap_grad(dp, sc, coord, smem.lse_log2[s], m0);
       if constexpr (kDsFirst) {
@@ -877,7 +875,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     if (!kAtomic && dq_leader) tma_store_wait<0>();
 
     // Epilogue: dK and dV straight from registers (pairs of columns), keys past
-    // the sequence not written. dS already carries the softmax scale.
+    // the sequence not written. dS left out the softmax scale: dK takes it here.
     Tensor tdKcdK = thr_dkv.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
     Tensor kv_coord = make_tensor(tdKcdK.data(), acc_rowcol(tdKcdK.layout()));
     Tensor dk_rc = make_tensor(acc_dk.data(), acc_rowcol(acc_dk.layout()));
@@ -892,8 +890,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       for (int ni = 0; ni < size<1>(dk_rc); ni += 2) {
         const int c = get<1>(kv_coord(mi, ni));
         cutlass::Array<Element, 2> pk, pv;
-        pk[0] = Element(dk_rc(mi, ni));
-        pk[1] = Element(dk_rc(mi, ni + 1));
+        pk[0] = Element(dk_rc(mi, ni) * p.softmax_scale);
+        pk[1] = Element(dk_rc(mi, ni + 1) * p.softmax_scale);
         pv[0] = Element(dv_rc(mi, ni));
         pv[1] = Element(dv_rc(mi, ni + 1));
         *reinterpret_cast<cutlass::Array<Element, 2>*>(dk_row + c) = pk;

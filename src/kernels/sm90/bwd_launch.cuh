@@ -80,7 +80,8 @@ cudaError_t launch_bwd(const BwdKernelParams& p, cudaStream_t stream) {
     // Staged dQ permutes its columns (by keys, dq_layout.h); atomics add them in order.
     using Cols = std::conditional_t<Traits::kDqColPerm && !kAtomicDq<Traits, kMods>, DqPermCols<Traits::kDqSwizzleBits>,
                                     detail::DqPlainCols>;
-    detail::dq_convert_kernel<Element, false, Cols><<<grid, detail::kRowThreads, 0, stream>>>(p);
+    // The key-block kernel's dS leaves out the softmax scale: applied here.
+    detail::dq_convert_kernel<Element, true, Cols><<<grid, detail::kRowThreads, 0, stream>>>(p);
   }
   return cudaGetLastError();
 }
