@@ -209,7 +209,14 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   typename Traits::TiledMmaO mma_o;
   auto thr_s = mma_s.get_thread_slice(tidx);
   auto thr_o = mma_o.get_thread_slice(tidx);
-  Tensor tSrQ = thr_s.partition_fragment_A(sQ);   // smem descriptors
+  // Q's descriptors depend on the group alone: from the slice of the group's first
+  // thread (a warp-uniform index with kUniformGroup) they are uniform values, formed
+  // in uniform registers without a move per wgmma (as the backward's, v45). The
+  // score-modifier kernels and hd64's three groups of 160 registers keep the thread's
+  // slice (8 bytes of spill each otherwise).
+  constexpr bool kGroupDesc = Traits::kUniformGroup && !kMods && kGroups == 2;
+  auto grp_s = mma_s.get_thread_slice(kGroupDesc ? group * 128 : tidx);
+  Tensor tSrQ = grp_s.partition_fragment_A(sQ);   // smem descriptors
   Tensor tSrK = thr_s.partition_fragment_B(sK);   // (.., .., k, stage)
   Tensor tOrV = thr_o.partition_fragment_B(sVt);  // (.., .., k, stage)
   Tensor acc_o = partition_fragment_C(mma_o, Shape<Int<kBlockM>, Int<kHeadDim>>{});
