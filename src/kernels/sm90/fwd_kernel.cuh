@@ -211,10 +211,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   auto thr_o = mma_o.get_thread_slice(tidx);
   // Q's descriptors depend on the group alone: from the slice of the group's first
   // thread (a warp-uniform index with kUniformGroup) they are uniform values, formed
-  // in uniform registers without a move per wgmma (as the backward's, v45). The
-  // score-modifier kernels and hd64's three groups of 160 registers keep the thread's
-  // slice (8 bytes of spill each otherwise).
-  constexpr bool kGroupDesc = Traits::kUniformGroup && !kMods && kGroups == 2;
+  // in uniform registers without a move per wgmma (as the backward's, v45), and held
+  // there across the key loop (q_desc_in_loop's re-derivation, whose empty asm would
+  // put them back in a thread register, is left out unless the table entry asks for
+  // it: fwd_traits.h). The score-modifier kernels keep the thread's slice (8 bytes
+  // of spill at hd128 otherwise).
+  constexpr bool kGroupDesc = Traits::kUniformGroup && !kMods;
+  constexpr bool kQDescHere = Traits::kQDescInLoop && (!kGroupDesc || Traits::kQDescRederiveUniform);
   auto grp_s = mma_s.get_thread_slice(kGroupDesc ? group * 128 : tidx);
   Tensor tSrQ = grp_s.partition_fragment_A(sQ);   // smem descriptors
   Tensor tSrK = thr_s.partition_fragment_B(sK);   // (.., .., k, stage)
@@ -435,7 +438,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       q_phase ^= 1;
       wait_barrier(&smem.k_full[kv.stage], kv.phase, Where::kKFull, kv.stage, t, w_max - 1, marks, slot);
       wait_turn();
-      wgmma_issue<true, false>(mma_s, desc_here<Traits::kQDescInLoop>(tSrQ), tSrK(_, _, _, kv.stage), acc_s);
+      wgmma_issue<true, false>(mma_s, desc_here<kQDescHere>(tSrQ), tSrK(_, _, _, kv.stage), acc_s);
       pass_turn();
       warpgroup_wait<0>();
       warpgroup_fence_operand(acc_s);
@@ -480,7 +483,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         if constexpr (kLateP) form_p(i > 1);
         wait_barrier(&smem.k_full[kv.stage], kv.phase, Where::kKFull, kv.stage, t, n_block, marks, slot);
         wait_turn();
-        wgmma_issue<true, false>(mma_s, desc_here<Traits::kQDescInLoop>(tSrQ), tSrK(_, _, _, kv.stage), acc_s);
+        wgmma_issue<true, false>(mma_s, desc_here<kQDescHere>(tSrQ), tSrK(_, _, _, kv.stage), acc_s);
         if constexpr (kLateP) detail::rescale_rows<false>(o_rc, rescale);
         wait_barrier(&smem.v_full[prev.stage], prev.phase, Where::kVFull, prev.stage, t, n_block + 1, marks, slot);
         wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, prev.stage), acc_o);

@@ -60,6 +60,13 @@ struct TileConfig {
   // long_tile_config only: the fewest keys (seqlen_k; for packed batches the
   // caller's max_seqlen_k) that take it without a mask and under a causal one.
   int min_keys = 0, min_keys_causal = 0;
+  // Where Q's descriptors come from the group's first thread (uniform values: the
+  // plain kernels, fwd_kernel.cuh), q_desc_in_loop's re-derivation is left out and
+  // they stay in uniform registers across the key loop, unless this is set (kernel
+  // notes, sm90 forward v27 / v28: hd128's 128 x 128 entry measured 1.5-3% faster
+  // re-deriving them at N = 1k-4k without a mask; the 128 x 192 entry 3-6% faster at
+  // 16k, and hd64's 192-row blocks ~1%, holding them).
+  bool q_desc_rederive_uniform = false;
 };
 // hd96 and hd192 (session 14, not swept): hd96 takes hd128's tile shape (with P in
 // registers, three groups of 160 would not hold 64 x 128 scores, 64 x 96 of O
@@ -81,7 +88,7 @@ struct TileConfig {
 constexpr TileConfig tile_config(int head_dim) {
   return head_dim <= 64    ? TileConfig{192, 128, 2, false, true, true}
          : head_dim <= 96  ? TileConfig{128, 128, 2, false, false, false}
-         : head_dim <= 128 ? TileConfig{128, 128, 2, true, true, true}
+         : head_dim <= 128 ? TileConfig{128, 128, 2, true, true, true, 0, 0, true}
          : head_dim <= 192 ? TileConfig{128, 112, 2, true, true, false}
                            : TileConfig{128, 64, 2, true, true, false};
 }
@@ -188,6 +195,7 @@ struct FwdTraits {
   static constexpr bool kLateP = kSwitchBits_ < 0 ? kSwitches.late_p : (kSwitchBits_ & 1) != 0;
   static constexpr bool kUniformGroup = kSwitchBits_ < 0 ? kSwitches.uniform_group : (kSwitchBits_ & 2) != 0;
   static constexpr bool kQDescInLoop = kSwitchBits_ < 0 ? kSwitches.q_desc_in_loop : (kSwitchBits_ & 4) != 0;
+  static constexpr bool kQDescRederiveUniform = kSwitches.q_desc_rederive_uniform;
   static constexpr int kGroupRows = 64;  // rows of one wgmma, one consumer group
   static constexpr int kConsumerGroups = kBlockM / kGroupRows;
   static_assert(kBlockM % kGroupRows == 0 && kConsumerGroups >= 2 && kConsumerGroups <= 3,
