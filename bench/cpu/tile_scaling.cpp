@@ -20,12 +20,12 @@
 //   flashattn_tile_scaling [--threads 1,2,4,8,16] [--hdim 128] [--seconds 1]
 #include <omp.h>
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -35,16 +35,6 @@
 namespace {
 
 namespace cpu = flashattn::detail::cpu;
-
-std::vector<int> parse_list(const char* s) {
-  std::vector<int> v;
-  for (const char* p = s; *p;) {
-    v.push_back(std::atoi(p));
-    while (*p && *p != ',') ++p;
-    if (*p == ',') ++p;
-  }
-  return v;
-}
 
 // Calls of `once` per second on this thread, after a warm-up and a barrier with
 // the other threads of the enclosing parallel region (called inside it).
@@ -136,17 +126,14 @@ int main(int argc, char** argv) {
   std::vector<int> threads = {1, 2, 4, 8, 16};
   int64_t d = 128;
   double seconds = 1.0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--threads")) threads = parse_list(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--hdim")) d = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--seconds")) seconds = std::atof(argv[i + 1]);
-    else {
-      std::fprintf(stderr, "unknown argument %s (see the header of bench/cpu/tile_scaling.cpp)\n", argv[i]);
-      return 2;
-    }
-  }
-  if (d <= 0 || d % cpu::kBf16Block != 0) {
-    std::fprintf(stderr, "--hdim must be a positive multiple of %lld\n", static_cast<long long>(cpu::kBf16Block));
+  CLI::App app{"The CPU tile products' own thread scaling, operands in cache (see the header of "
+               "bench/cpu/tile_scaling.cpp)"};
+  app.add_option("--threads", threads, "thread counts, comma-separated")->delimiter(',')->check(CLI::Range(1, 4096));
+  app.add_option("--hdim", d, "the product's inner dimension D")->check(CLI::Range(int64_t{1}, int64_t{65536}));
+  app.add_option("--seconds", seconds, "time per point")->check(CLI::Range(0.001, 3600.0));
+  CLI11_PARSE(app, argc, argv);
+  if (d % cpu::kBf16Block != 0) {
+    std::fprintf(stderr, "--hdim must be a multiple of %lld\n", static_cast<long long>(cpu::kBf16Block));
     return 2;
   }
   struct Case {
