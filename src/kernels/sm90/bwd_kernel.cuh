@@ -788,20 +788,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       } else {
         Tensor tdSrdS = thr_ds_copy.retile_S(rdS);  // ((8, atom), 1, 1), a register pair per 2 values
         static_assert(size(tdSrdS) == size(tdSoff) / 2, "the registers' atoms are the stores' atoms");
-        Tensor rows = tdSoff(make_coord(0, _), 0, 0, ds_buf);  // each atom's row start
-        const uint32_t ds_base = opaque(uint32_t(rows(0)));
-        CUTE_UNROLL
-        for (int a = 0; a < size(rows); ++a) {
-          uint32_t w[4];
-          CUTE_UNROLL
-          for (int k = 0; k < 4; ++k) {
-            cutlass::Array<Element, 2> pair;
-            pair[0] = tdSrdS(make_coord(2 * k, a), 0, 0);
-            pair[1] = tdSrdS(make_coord(2 * k + 1, a), 0, 0);
-            w[k] = reinterpret_cast<const uint32_t&>(pair);
-          }
-          stsm_x4(sds_addr + swizzled_byte_offset<Element>(rows, ds_base, a), w);
-        }
+        store_stsm_rows<Element>(sds_addr, tdSoff(make_coord(0, _), 0, 0, ds_buf), tdSrdS);
       }
       // Generic-proxy writes, read by wgmma (dS^T) and by the TMA reduce-add
       // issued below (the previous step's dQ staging).

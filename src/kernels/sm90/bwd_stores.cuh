@@ -1,6 +1,6 @@
 // Shared-memory stores of the Hopper backward's register tiles: the byte offsets
 // of a thread's elements in a swizzled tile (formed at each store from an opaque
-// base), 32-bit pair stores, and stmatrix.
+// base), 32-bit pair stores, and stmatrix rows.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +51,26 @@ __device__ __forceinline__ void store_pairs(char* tile, const Offsets& off, cons
 __device__ __forceinline__ void stsm_x4(uint32_t smem_addr, const uint32_t (&w)[4]) {
   asm volatile("stmatrix.sync.aligned.x4.m8n8.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_addr), "r"(w[0]),
                "r"(w[1]), "r"(w[2]), "r"(w[3]));
+}
+
+// A thread's 16-bit values ((8, atom), 1, 1: eight per stmatrix row) to a 128-byte-
+// swizzled tile at smem_addr, one stmatrix.x4 per atom, at each atom's row start
+// `rows` (element offsets of the unswizzled layout), from an opaque base as above.
+template <typename Element, typename Rows, typename Regs>
+__device__ __forceinline__ void store_stsm_rows(uint32_t smem_addr, const Rows& rows, const Regs& r) {
+  const uint32_t base = opaque(uint32_t(rows(0)));
+  CUTE_UNROLL
+  for (int a = 0; a < int(cute::size(rows)); ++a) {
+    uint32_t w[4];
+    CUTE_UNROLL
+    for (int k = 0; k < 4; ++k) {
+      cutlass::Array<Element, 2> pair;
+      pair[0] = r(cute::make_coord(2 * k, a), 0, 0);
+      pair[1] = r(cute::make_coord(2 * k + 1, a), 0, 0);
+      w[k] = reinterpret_cast<const uint32_t&>(pair);
+    }
+    stsm_x4(smem_addr + swizzled_byte_offset<Element>(rows, base, a), w);
+  }
 }
 
 }  // namespace flashattn::sm90
