@@ -5,6 +5,9 @@ a shared host's noise moves less than one run (the one-thread times moved by 20-
 single runs on the H200 host), and the fastest time of each point: other load only slows a
 run, so the best of several is the closest to the host's own speed at that thread count.
 
+The `flashattn bench --json` files of the CLI (one dtype and mode each, flashattn alone) are
+read too: their rows count as "ours" in the same table (scripts/device_plan/call72.sh, call73.sh).
+
 Usage: python bench/cpu/scaling.py RUN.json [RUN.json ...]   (grouped by their "threads")
 """
 import json
@@ -12,8 +15,18 @@ import statistics
 import sys
 
 
+def as_grid_run(run):
+    """A CLI run (`flashattn bench --json`: dtype and threads per file, a mode and flash_ms per
+    row) in bench_cpu.py's shape; bench_cpu.py's own runs as they are."""
+    if "backend" not in run:
+        return run
+    rows = [{"dtype": run["dtype"], "hdim": r["head_dim"], "causal": r["causal"], "seqlen": r["seqlen"],
+             f"ours_{r['mode']}_ms": r["flash_ms"]} for r in run["rows"] if r["mode"] in ("fwd", "bwd")]
+    return {"threads": run["threads"], "rows": rows}
+
+
 def main():
-    runs = [json.load(open(f)) for f in sys.argv[1:]]
+    runs = [as_grid_run(json.load(open(f))) for f in sys.argv[1:]]
     one = [r for r in runs if r["threads"] == 1]
     many = [r for r in runs if r["threads"] != 1]
     if not one or not many:
@@ -39,9 +52,9 @@ def main():
             b = base.get(p)
             if b is None:
                 continue
-            s = lambda k: b[k] / r[k] if k in r and k in b else float("nan")  # noqa: E731
-            print(f"{p[0]:>5} {p[1]:>4} {int(p[2]):>6} {p[3]:>6} | {s('ours_fwd_ms'):7.2f}x "
-                  f"{s('torch_fwd_ms'):8.2f}x | {s('ours_bwd_ms'):7.2f}x {s('torch_bwd_ms'):8.2f}x")
+            s = lambda k, w: f"{b[k] / r[k]:{w - 1}.2f}x" if k in r and k in b else f"{'-':>{w}}"  # noqa: E731
+            print(f"{p[0]:>5} {p[1]:>4} {int(p[2]):>6} {p[3]:>6} | {s('ours_fwd_ms', 8)} "
+                  f"{s('torch_fwd_ms', 9)} | {s('ours_bwd_ms', 8)} {s('torch_bwd_ms', 9)}")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@
 # of 2), then the thread scaling at N = 8192 (B = 1, 4 heads, D = 128) with the CLI
 # (.devc/cpu.tar.xz), forward and backward, fp32 and bf16, 16 and 1 threads in turns, three
 # rounds. About 6 minutes.
+# (Session 51's review: the summary is now bench/cpu/scaling.py's table, the same medians and
+# fastest-run ratios the inline summary printed.)
 # run(command="bash .devc/call73.sh 2>&1 | tee $OUT/call73.log", carry=[".devc"], timeout_s=560)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,18 +35,5 @@ for r in 1 2 3; do
   echo "scaling round $r at $((SECONDS - start)) s"
   [ $((SECONDS - start)) -gt 470 ] && break
 done
-python3 - /tmp/cli <<'PY' | tee $OUT/cpu_scaling.txt
-import glob, json, sys, collections, statistics
-t = collections.defaultdict(list)
-for f in sorted(glob.glob(sys.argv[1] + "/*.json")):
-    _, d, m, th, r = f.rsplit("/", 1)[1][:-5].split("_")
-    t[(d, m, th)].append(json.load(open(f))["rows"][0]["flash_ms"])
-for d in ("f32", "bf16"):
-    for m in ("fwd", "bwd"):
-        one, many = t.get((d, m, "t1"), []), t.get((d, m, "t16"), [])
-        if one and many:
-            print(f"{d} {m} N=8192: 1 thread {[round(x, 1) for x in sorted(one)]} ms, 16 threads "
-                  f"{[round(x, 1) for x in sorted(many)]} ms; median ratio "
-                  f"{statistics.median(one) / statistics.median(many):.2f}x, fastest {min(one) / min(many):.2f}x")
-PY
+python3 bench/cpu/scaling.py /tmp/cli/*.json | tee $OUT/cpu_scaling.txt
 echo "all done at $((SECONDS - start)) s"
