@@ -10,7 +10,9 @@
 # About 15 minutes on 2 cores with a cold compiler cache (ccache from Debian), 1-2 with a warm
 # one. Earlier calls' builds (d, f, g, k2, kv, h, m, u, w, x, y) were made by hand from branches;
 # their scripts stay as the record of those runs.
-# Usage: bash scripts/device_plan/prepare.sh
+# PACK=NAME packs the GPU build as .devc/NAME.tar.xz (default v) and GPU_ONLY=1 skips the CPU
+# build (prepare77.sh: a branch's variants beside main's v).
+# Usage: [PACK=v] [GPU_ONLY=1] bash scripts/device_plan/prepare.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 here=scripts/device_plan
@@ -25,9 +27,11 @@ cmake -S . -B build-sm90-f -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCH
   -DFLASHATTN_SM80_COMPACT_ARCHITECTURES=90a-real -DFLASHATTN_SM80_LARGE_ARCHITECTURES=90a-real \
   -DFLASHATTN_CUDA_DTYPES=bf16 -DFLASHATTN_CUDA_HEAD_DIMS="64;128;256" > /dev/null
 ninja -C build-sm90-f flashattn_tests flashattn_bench_shim
-rm -rf .dev/v && mkdir -p .dev/v
-cp build-sm90-f/tests/flashattn_tests build-sm90-f/bench/gpu/libflashattn_bench_shim.so .dev/v/
-(cd .dev && tar -cf - v | xz -T2 -6 > ../.devc/v.tar.xz)
+pack=${PACK:-v}
+rm -rf ".dev/$pack" && mkdir -p ".dev/$pack"
+cp build-sm90-f/tests/flashattn_tests build-sm90-f/bench/gpu/libflashattn_bench_shim.so ".dev/$pack/"
+(cd .dev && tar -cf - "$pack" | xz -T2 -6 > "../.devc/$pack.tar.xz")
+[ "${GPU_ONLY:-0}" = 1 ] && exit 0
 cmake -S . -B build-cpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_WITH_CUDA=OFF -DFLASHATTN_BUILD_TESTS=OFF > /dev/null
 ninja -C build-cpu flashattn_cli flashattn_tile_scaling
 rm -rf .dev/cpu && mkdir -p .dev/cpu
