@@ -9,6 +9,7 @@ cd "$(dirname "$0")/../.."
 here=scripts/device_plan
 k=src/kernels/sm90/fwd_kernel.cuh
 [ -f .devc/v.tar.xz ] || { echo "no .devc/v.tar.xz: run prepare.sh on main first"; exit 1; }
+grep -qx '#define FLASHATTN_FWD_NARROW 2' $k || { echo "$k has no v29 switch: check out s52-sm90-fwd-narrow"; exit 1; }
 PACK=n3 GPU_ONLY=1 bash $here/prepare.sh
 sed -i 's/^#define FLASHATTN_FWD_NARROW 2$/#define FLASHATTN_FWD_NARROW 1/' $k
 PACK=n1 GPU_ONLY=1 bash $here/prepare.sh
