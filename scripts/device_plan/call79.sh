@@ -13,7 +13,7 @@ nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 S=.dev/v/libflashattn_bench_shim.so
 secs="--section SpeedOfLight --section SchedulerStats --section WarpStateStats --section InstructionStats
   --section LaunchStats --section Occupancy --section ComputeWorkloadAnalysis"
-prob=128:512:1:1,64:512:1:1,256:512:1:1,128:16384:0:1
+prob=${PROB:-128:512:1:1,64:512:1:1,256:512:1:1,128:16384:0:1}
 # --print-details all: the stall reasons' chart as lines (an ncu without the option: plain).
 prof() { timeout $((${CAP:-360} - (SECONDS - start))) ncu --profile-from-start off --clock-control none "$@" $secs \
   python3 bench/gpu/kernel_timeline.py $S ncu $prob > $OUT/ncu_short.txt 2>&1; }
