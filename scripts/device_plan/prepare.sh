@@ -38,5 +38,5 @@ rm -rf .dev/cpu && mkdir -p .dev/cpu
 cp build-cpu/tools/cli/flashattn build-cpu/bench/cpu/flashattn_tile_scaling .dev/cpu/
 cp -L "$(ldd build-cpu/tools/cli/flashattn | grep -o '/[^ ]*libfmt[^ ]*')" .dev/cpu/
 (cd .dev && tar -cf - cpu | xz -T2 -6 > ../.devc/cpu.tar.xz)
-cp $here/lib.sh $here/call63.sh $here/call66.sh $here/call72.sh $here/call73.sh .devc/
+cp $here/lib.sh $here/call63.sh $here/call66.sh $here/call72.sh $here/call73.sh $here/call79.sh $here/call80.sh .devc/
 du -sh .devc
