@@ -4,7 +4,7 @@
 # (134 against 104 us), 0.81x at hd64, 0.82x at hd256, 0.89x at hd128 1024; the CPI gap (7.29
 # against 5.88 at hd128) is long-scoreboard stalls (2.17 against 0.74 a instruction), where
 # cuDNN's consumers wait on their pingpong barrier instead. This takes ncu's source counters
-# (SASS lines with executed instructions and stall samples) of both kernels at hd64 and hd128
+# (SASS lines with executed instructions and stall samples) of both kernels at hd64, hd128 and hd256
 # N = 512 causal, forward alone, main's build (.devc/v.tar.xz), exported as source pages and
 # compared by bench/gpu/ncu_source_compare.py; then the steady-state kernel times (kernel_timeline.py
 # timeline) of the short causal calls. About 3 minutes.
@@ -15,7 +15,7 @@ start=$SECONDS
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 [ -f .dev/v/libflashattn_bench_shim.so ] || python3 -c "import tarfile; tarfile.open('.devc/v.tar.xz').extractall('.dev')"
 S=.dev/v/libflashattn_bench_shim.so
-for d in 128 64; do
+for d in 128 64 256; do
   for side in ours cudnn; do  # one report per kernel, so each exports as one source page
     k=fwd_kernel; [ $side = cudnn ] && k=flash_fprop
     timeout $((${CAP:-360} - (SECONDS - start))) ncu --profile-from-start off --clock-control none \
