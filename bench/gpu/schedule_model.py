@@ -26,18 +26,18 @@ import collections
 
 
 def order(num_m, bh, section, triangle):
+    """The list's tiles as (query tile, head) pairs."""
     sections = (bh + section - 1) // section
     for t in range(num_m * bh):
         s, rest = divmod(t, section * num_m)
-        n = min(section, bh - s * section)
-        step = rest // n
+        step, pair = divmod(rest, min(section, bh - s * section))
         descending = not triangle or (sections - 1 - s) % 2 == 0
-        yield num_m - 1 - step if descending else step
+        yield (num_m - 1 - step if descending else step), s * section + pair
 
 
-def imbalance(costs, blocks):
+def imbalance(tiles, blocks):
     load = [0] * blocks
-    for t, m in enumerate(costs):
+    for t, (m, _) in enumerate(tiles):
         r, c = divmod(t, blocks)
         load[c if r % 2 == 0 else blocks - 1 - c] += m + 1
     return max(load) / (sum(load) / blocks)
@@ -50,13 +50,7 @@ def dram_over_minimum(d, n, section_bytes, cap, blocks, block_m=128, block_n=128
     num_m = -(-n // block_m)
     kv = n * 2 * d * 2
     section = max(1, min(bh, section_bytes // kv))
-    sections = (bh + section - 1) // section
-    tiles = []
-    for t in range(num_m * bh):
-        s, rest = divmod(t, section * num_m)
-        step, pair = divmod(rest, min(section, bh - s * section))
-        m = num_m - 1 - step if (sections - 1 - s) % 2 == 0 else step
-        tiles.append((m, s * section + pair))
+    tiles = list(order(num_m, bh, section, True))
     lru, size, miss = collections.OrderedDict(), 0, 0
     kt, qt = block_n * d * 2, block_m * d * 2
 
@@ -82,8 +76,7 @@ def dram_over_minimum(d, n, section_bytes, cap, blocks, block_m=128, block_n=128
                     touch(("v", h, m - j), kt)
         for m, h in rnd:
             touch(("o", h, m), qt, write=True)
-    costs = [m for m, _ in tiles]
-    return section, miss / (4 * bh * n * d * 2), imbalance(costs, blocks)
+    return section, miss / (4 * bh * n * d * 2), imbalance(tiles, blocks)
 
 
 def main():
