@@ -85,6 +85,9 @@ std::vector<Case> hopper_cases() {
     cases.push_back(Case(n + "full").batch(2).seq(1000, 1000).heads(4, 4).dims(d, d));
     cases.push_back(Case(n + "causal_sq_gt_sk").seq(517, 300).heads(2, 2).dims(d, d).causal_mask());
     cases.push_back(Case(n + "causal_sk_gt_sq").seq(100, 1030).heads(2, 1).dims(d, d).causal_mask());
+    // Many heads of a short causal call: their K and V exceed what the L2 sections
+    // keep (fwd_sections.h), so on a 132-SM GPU the list walks narrower sections.
+    cases.push_back(Case(n + "causal_heads").batch(4).seq(512, 512).heads(2048 / d, 2048 / d).dims(d, d).causal_mask());
     cases.push_back(Case(n + "window").seq(700, 700).heads(2, 2).dims(d, d).win(128, 0));
     cases.push_back(Case(n + "window_both").seq(333, 777).heads(2, 2).dims(d, d).win(64, 31));
     // A left bound only: every key tile's rows start at 0 (the backward walks them
