@@ -85,9 +85,6 @@ std::vector<Case> hopper_cases() {
     cases.push_back(Case(n + "full").batch(2).seq(1000, 1000).heads(4, 4).dims(d, d));
     cases.push_back(Case(n + "causal_sq_gt_sk").seq(517, 300).heads(2, 2).dims(d, d).causal_mask());
     cases.push_back(Case(n + "causal_sk_gt_sq").seq(100, 1030).heads(2, 1).dims(d, d).causal_mask());
-    // Many heads of a short causal call: their K and V exceed what the L2 sections
-    // keep (fwd_sections.h), so on a 132-SM GPU the list walks narrower sections.
-    cases.push_back(Case(n + "causal_heads").batch(4).seq(512, 512).heads(2048 / d, 2048 / d).dims(d, d).causal_mask());
     cases.push_back(Case(n + "window").seq(700, 700).heads(2, 2).dims(d, d).win(128, 0));
     cases.push_back(Case(n + "window_both").seq(333, 777).heads(2, 2).dims(d, d).win(64, 31));
     // A left bound only: every key tile's rows start at 0 (the backward walks them
@@ -152,6 +149,20 @@ std::vector<Case> hopper_split_cases() {
   return in_dtypes(cases, {DType::f16, DType::bf16});
 }
 INSTANTIATE_TEST_SUITE_P(HopperSplit, CudaForward, ::testing::ValuesIn(on_cuda(hopper_split_cases())),
+                         CaseParamName());
+
+// The Hopper forward's heavy-first order in narrower sections (sm90/fwd_sections.h):
+// many heads of a short causal call, whose K and V exceed what the L2 sections keep,
+// so on a 132-SM GPU the list walks sections of fewer heads (128 -> 64 pairs at hd64,
+// 128 -> 4 at hd128, 32 -> 16 at hd256; forward only: the backward has its own order).
+std::vector<Case> hopper_section_cases() {
+  std::vector<Case> cases;
+  for (int64_t d : {64, 128, 256})
+    cases.push_back(Case("hdim" + std::to_string(d) + "_causal_heads").batch(d == 128 ? 8 : 4).seq(512, 512)
+                        .heads(2048 / d, 2048 / d).dims(d, d).causal_mask());
+  return in_dtypes(cases, {DType::bf16});
+}
+INSTANTIATE_TEST_SUITE_P(HopperSections, CudaForward, ::testing::ValuesIn(on_cuda(hopper_section_cases())),
                          CaseParamName());
 
 // The Hopper forward's other head dims, 96 (64-byte swizzled rows, 128 x 128

@@ -9,9 +9,9 @@
 // kL2Local bytes of K/V run a head's tiles within about one round. Smaller sections
 // can unbalance the static snake (a section of 32 heads at N = 512 left the heaviest
 // block 1.44x the mean in the schedule model, bench/gpu/schedule_model.py), so the
-// size is the largest of kL2Local's fit, halved, whose modelled balance is within 1%
-// of the constructor's; otherwise the constructor's stands. The model walks every
-// tile once per candidate, so choices are cached per shape.
+// size is the largest of kL2Local's fit, halved up to three times, whose modelled
+// balance is within 1% of the constructor's; otherwise the constructor's stands.
+// The model walks every tile once per candidate, so choices are cached per shape.
 #pragma once
 
 #include <algorithm>
@@ -50,22 +50,29 @@ inline double section_imbalance(const std::vector<int>& cost, int pairs, int sec
 inline void fit_sections(TileScheduler& sched, const FwdKernelParams& p, int blocks, int block_m, int block_n) {
   constexpr int64_t kL2Local = 8ll << 20;
   constexpr int64_t kMaxKeys = 4096;   // longer calls are bound by the products, not DRAM
-  constexpr int kMaxTiles = 1 << 16;   // the model's host work
+  constexpr int kMaxTiles = 1 << 14;   // the model's host work: a few candidates over
+                                       // at most this many tiles, once per shape
   if (!sched.heavy_first || sched.whole != sched.total || p.is_varlen() || p.seqlen_k > kMaxKeys ||
       sched.total > kMaxTiles || blocks < 2)
     return;
   const int pairs = sched.heads * sched.batch;
   const int64_t kv = p.seqlen_k * (p.head_dim_qk + p.head_dim_v) * 2 * p.heads_kv / p.heads_q;
-  const int local = int(std::clamp<int64_t>(kv > 0 ? kL2Local / kv : pairs, 1, pairs));
+  const int local = int(std::max<int64_t>(1, std::min<int64_t>(kv > 0 ? kL2Local / kv : pairs, pairs)));
   if (local >= sched.section_heads) return;
-  using Key = std::tuple<int, int, int, int, int64_t, int64_t, int64_t, int64_t, int, int>;
-  const Key key{sched.num_m, pairs, sched.section_heads, blocks, p.seqlen_q, p.seqlen_k,
+  // Everything the choice depends on: the candidates (local), the balance's inputs.
+  using Key = std::tuple<int, int, int, int, int, int64_t, int64_t, int64_t, int64_t, int, int>;
+  const Key key{local, sched.num_m, pairs, sched.section_heads, blocks, p.seqlen_q, p.seqlen_k,
                 p.window_left, p.window_right, block_m, block_n};
   static std::mutex mutex;
   static std::map<Key, int> chosen;
+  int cached = 0;
   {
     std::lock_guard<std::mutex> lock(mutex);
-    if (const auto it = chosen.find(key); it != chosen.end()) return sched.set_sections(it->second);
+    if (const auto it = chosen.find(key); it != chosen.end()) cached = it->second;
+  }
+  if (cached > 0) {
+    sched.set_sections(cached);
+    return;
   }
   // Query tile m's work: its key tiles (as FwdTile counts them) and one for its
   // fixed cost (Q, epilogue).
@@ -79,14 +86,16 @@ inline void fit_sections(TileScheduler& sched, const FwdKernelParams& p, int blo
   }
   const double base = section_imbalance(cost, pairs, sched.section_heads, blocks);
   int pick = sched.section_heads;
-  for (int s = local; s >= 1; s /= 2)
+  // Four candidates at most (local, its half, quarter, eighth): past those the
+  // sections are far below what L2 holds.
+  for (int s = local, tries = 0; s >= 1 && tries < 4; s /= 2, ++tries)
     if (section_imbalance(cost, pairs, s, blocks) <= base + 0.01) {
       pick = s;
       break;
     }
   {
     std::lock_guard<std::mutex> lock(mutex);
-    if (chosen.size() >= 256) chosen.clear();
+    if (chosen.size() >= 1024) chosen.clear();  // a bound on memory; refilled as shapes recur
     chosen.emplace(key, pick);
   }
   sched.set_sections(pick);
