@@ -7,9 +7,9 @@
 # run(command="bash .devc/call79.sh 2>&1 | tee $OUT/call79.log", carry=[".devc"], timeout_s=400)
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. .devc/lib.sh
 start=$SECONDS
-nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
-[ -f .dev/v/libflashattn_bench_shim.so ] || python3 -c "import tarfile; tarfile.open('.devc/v.tar.xz').extractall('.dev')"
+unpack v
 S=.dev/v/libflashattn_bench_shim.so
 secs="--section SpeedOfLight --section SchedulerStats --section WarpStateStats --section InstructionStats
   --section LaunchStats --section Occupancy --section ComputeWorkloadAnalysis"

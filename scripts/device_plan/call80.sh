@@ -11,9 +11,9 @@
 # run(command="bash .devc/call80.sh 2>&1 | tee $OUT/call80.log", carry=[".devc"], timeout_s=400)
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. .devc/lib.sh
 start=$SECONDS
-nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
-[ -f .dev/v/libflashattn_bench_shim.so ] || python3 -c "import tarfile; tarfile.open('.devc/v.tar.xz').extractall('.dev')"
+unpack v
 S=.dev/v/libflashattn_bench_shim.so
 for d in 128 64 256; do
   for side in ours cudnn; do  # one report per kernel, so each exports as one source page

@@ -12,9 +12,7 @@ cd "$(dirname "$0")/.."
 . .devc/lib.sh
 start=$SECONDS
 CAP=${CAP:-470}
-rm -rf .dev/l .dev/v
-python3 -c "import tarfile; [tarfile.open(f'.devc/{n}.tar.xz').extractall('.dev') for n in ('v', 'l')]"
-nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
+unpack v l
 T=.dev/l/flashattn_tests
 tst fwd ${TLIM:-150} 8 $T --gtest_filter='*CudaForward*:CudaGraph*:CudaKvCache*:Sm90FwdSplit*-*_f16_*' &
 tst memcheck ${TLIM:-150} 4 compute-sanitizer --tool memcheck --error-exitcode 9 $T \

@@ -27,3 +27,11 @@ grid() {
   timeout $left python3 bench/gpu/bench_gpu.py --shim "$2" "${@:3}" --json "$OUT/grid_$1.json" > "/tmp/grid_$1.txt" 2>&1
   echo "grid $1 done at $((SECONDS - start)) s"; cat "/tmp/grid_$1.txt"
 }
+# unpack NAME...: .devc/NAME.tar.xz (prepare.sh's packs) fresh into .dev/NAME, then the GPU's
+# name, clock and power limit printed.
+unpack() {
+  local n
+  for n in "$@"; do rm -rf ".dev/$n"; done
+  python3 -c "import sys, tarfile; [tarfile.open(f'.devc/{n}.tar.xz').extractall('.dev') for n in sys.argv[1:]]" "$@"
+  nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
+}
