@@ -49,7 +49,8 @@ inline double section_imbalance(const std::vector<int>& cost, int pairs, int sec
 // Narrows sched's sections for a short batched heavy-first call (see above).
 inline void fit_sections(TileScheduler& sched, const FwdKernelParams& p, int blocks, int block_m, int block_n) {
   constexpr int64_t kL2Local = 8ll << 20;
-  constexpr int64_t kMaxKeys = 4096;   // longer calls are bound by the products, not DRAM
+  constexpr int64_t kMaxKeys = 1024;   // longer calls are bound by the products, not DRAM
+                                       // (session 54 A/B: N = 2048 / 4096 level or lower)
   constexpr int kMaxTiles = 1 << 14;   // the model's host work: a few candidates over
                                        // at most this many tiles, once per shape
   if (!sched.heavy_first || sched.whole != sched.total || p.is_varlen() || p.seqlen_k > kMaxKeys ||
