@@ -151,6 +151,20 @@ std::vector<Case> hopper_split_cases() {
 INSTANTIATE_TEST_SUITE_P(HopperSplit, CudaForward, ::testing::ValuesIn(on_cuda(hopper_split_cases())),
                          CaseParamName());
 
+// The Hopper forward's heavy-first order in narrower sections (sm90/fwd_sections.h):
+// many heads of a short causal call, whose K and V exceed what the L2 sections keep,
+// so on a 132-SM GPU the list walks sections of fewer heads (128 -> 64 pairs at hd64,
+// 128 -> 4 at hd128, 32 -> 16 at hd256; forward only: the backward has its own order).
+std::vector<Case> hopper_section_cases() {
+  std::vector<Case> cases;
+  for (int64_t d : {64, 128, 256})
+    cases.push_back(Case("hdim" + std::to_string(d) + "_causal_heads").batch(d == 128 ? 8 : 4).seq(512, 512)
+                        .heads(2048 / d, 2048 / d).dims(d, d).causal_mask());
+  return in_dtypes(cases, {DType::bf16});
+}
+INSTANTIATE_TEST_SUITE_P(HopperSections, CudaForward, ::testing::ValuesIn(on_cuda(hopper_section_cases())),
+                         CaseParamName());
+
 // The Hopper forward's other head dims, 96 (64-byte swizzled rows, 128 x 128
 // tiles) and 192 (128 x 112 tiles, O staged in Q): lengths around the tiles,
 // masks that cut them, grouped heads, packed sequences, score modifiers. The

@@ -71,17 +71,26 @@ struct TileScheduler {
     const int pairs = heads * batch;
     const int64_t kv = p.seqlen_k * (p.head_dim_qk + p.head_dim_v) * 2 * p.heads_kv / p.heads_q;
     const int64_t fit = kv > 0 ? kL2Bytes / kv : pairs;
-    section_heads = int(fit < 1 ? 1 : fit > pairs ? pairs : fit);
-    sections = (pairs + section_heads - 1) / section_heads;
     // Divisors of 0 (an empty problem: no tile is ever decoded) as 1.
-    auto divmod = [](int d) { return cutlass::FastDivmod(d > 0 ? d : 1); };
     by_m = divmod(num_m);
     by_heads = divmod(heads);
+    by_parts = divmod(parts);
+    set_sections(int(fit < 1 ? 1 : fit > pairs ? pairs : fit));
+  }
+
+  // Heavy first: the list in sections of s (head, batch) pairs (the host's
+  // choice; fwd_sections.h may narrow the constructor's for short calls).
+  void set_sections(int s) {
+    const int pairs = heads * batch;
+    section_heads = s > pairs ? pairs : s;
+    if (section_heads < 1) section_heads = 1;  // an empty problem too
+    sections = (pairs + section_heads - 1) / section_heads;
     by_section = divmod(section_heads * num_m);
     by_section_heads = divmod(section_heads);
     by_last_heads = divmod(pairs - (sections - 1) * section_heads);
-    by_parts = divmod(parts);
   }
+
+  static cutlass::FastDivmod divmod(int d) { return cutlass::FastDivmod(d > 0 ? d : 1); }
 
   // Tile of round r for this block; >= total once the block is done.
   __device__ int tile(int r) const {
