@@ -8,13 +8,14 @@
 # N = 512 causal, forward alone, main's build (.devc/v.tar.xz), exported as source pages and
 # compared by bench/gpu/ncu_source_compare.py; then the steady-state kernel times (kernel_timeline.py
 # timeline) of the short causal calls. About 3 minutes.
+# P=NAME profiles .devc/NAME.tar.xz instead of v.
 # run(command="bash .devc/call80.sh 2>&1 | tee $OUT/call80.log", carry=[".devc"], timeout_s=400)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . .devc/lib.sh
 start=$SECONDS
-unpack v
-S=.dev/v/libflashattn_bench_shim.so
+P=${P:-v}; unpack $P
+S=.dev/$P/libflashattn_bench_shim.so
 for d in 128 64 256; do
   for side in ours cudnn; do  # one report per kernel, so each exports as one source page
     k=fwd_kernel; [ $side = cudnn ] && k=flash_fprop

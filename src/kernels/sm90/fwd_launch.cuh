@@ -17,13 +17,6 @@
 #include "kernels/sm90/fwd_split.h"
 #include "kernels/sm90/launch.h"
 
-// Experiment switch (session 53, sm90 forward v30 in the kernel notes): 1 narrows
-// the heavy-first sections of short calls to what L2 holds; 0 keeps the
-// constructor's.
-#ifndef FLASHATTN_FWD_L2_SECTIONS
-#define FLASHATTN_FWD_L2_SECTIONS 1
-#endif
-
 namespace flashattn::sm90 {
 
 // FLASHATTN_SM90_FWD_SPLIT: unset, the cost model decides where the last round is
@@ -126,10 +119,8 @@ cudaError_t launch_fwd(const FwdKernelParams& p, cudaStream_t stream, const int3
     }
   }
   const unsigned blocks = unsigned(std::max(1, std::min(sms, args.sched.total)));
-#if FLASHATTN_FWD_L2_SECTIONS
   // Short causal-like calls: sections whose K/V stay in L2 (fwd_sections.h).
   if (seqused_k == nullptr) fit_sections(args.sched, p, int(blocks), Traits::kBlockM, Traits::kBlockN);
-#endif
   kernel<<<blocks, Traits::kThreads, smem, stream>>>(args);
   cudaError_t err = cudaGetLastError();
   if constexpr (kMaySplit) {
