@@ -6,6 +6,7 @@
 # kernels (.devc/l2.tar.xz), g = the branch (PACK=g GPU_ONLY=1 prepare.sh). g's forward tests
 # (bf16), memcheck and racecheck on small cases; then the A/B of l2 and g (forward only), three
 # rounds, N = 512 .. 2048, causal and not.
+# Build: bash scripts/device_plan/prepare85.sh (on main).
 # run(command="bash .devc/call85.sh 2>&1 | tee $OUT/call85.log", carry=[".devc"], timeout_s=250)
 set -uo pipefail
 cd "$(dirname "$0")/.."
