@@ -41,6 +41,17 @@ struct TileCoord {
   int part = 0, parts = 1;  // a piece: part of parts (1: the whole tile)
 };
 
+// Key tiles [lo, hi) that query rows [m0, m_end) see under `mask` (m0 < m_end);
+// the tiles' widths are block_n. The kernel's tiles and the host's balance model
+// (fwd_sections.h) count them here alike.
+template <typename Int>
+__host__ __device__ __forceinline__ void visible_key_tiles(const detail::Mask& mask, Int m0, Int m_end, Int block_n,
+                                                           Int& lo, Int& hi) {
+  const Int c_begin = Int(mask.col_begin(m0)), c_end = Int(mask.col_end(m_end - 1));
+  lo = c_begin / block_n;
+  hi = c_end > c_begin ? (c_end + block_n - 1) / block_n : lo;
+}
+
 struct TileScheduler {
   static constexpr int64_t kL2Bytes = 32ll << 20;  // of the H100/H200's 50 MiB
   int num_m, heads, batch, total;
@@ -67,15 +78,20 @@ struct TileScheduler {
       parts = split.parts;
       total = whole + split.pieces();
     }
-    // Heads whose K and V (fp16/bf16; a GQA group shares them) fit L2 together.
-    const int pairs = heads * batch;
-    const int64_t kv = p.seqlen_k * (p.head_dim_qk + p.head_dim_v) * 2 * p.heads_kv / p.heads_q;
-    const int64_t fit = kv > 0 ? kL2Bytes / kv : pairs;
     // Divisors of 0 (an empty problem: no tile is ever decoded) as 1.
     by_m = divmod(num_m);
     by_heads = divmod(heads);
     by_parts = divmod(parts);
-    set_sections(int(fit < 1 ? 1 : fit > pairs ? pairs : fit));
+    set_sections(pairs_fitting(p, kL2Bytes));
+  }
+
+  // (head, batch) pairs whose K and V (fp16/bf16; a GQA group shares them) fit
+  // `bytes` together: at least one, at most every pair.
+  int pairs_fitting(const FwdKernelParams& p, int64_t bytes) const {
+    const int pairs = heads * batch;
+    const int64_t kv = p.seqlen_k * (p.head_dim_qk + p.head_dim_v) * 2 * p.heads_kv / p.heads_q;
+    const int64_t fit = kv > 0 ? bytes / kv : pairs;
+    return int(fit < 1 ? 1 : fit > pairs ? pairs : fit);
   }
 
   // Heavy first: the list in sections of s (head, batch) pairs (the host's
@@ -160,10 +176,8 @@ struct FwdTile {
     m_end = min(m0 + kBlockM, seqlen_q);
     n_block_max = n_tiles = 0;
     if (m0 >= seqlen_q) return;  // packed: a sequence shorter than the longest
-    const detail::Mask mask = this->mask(p);
-    const int c_begin = int(mask.col_begin(m0)), c_end = int(mask.col_end(m_end - 1));
-    const int n_block_min = c_begin / kBlockN;
-    n_block_max = c_end > c_begin ? (c_end + kBlockN - 1) / kBlockN : n_block_min;
+    int n_block_min;
+    visible_key_tiles(this->mask(p), m0, m_end, kBlockN, n_block_min, n_block_max);
     n_tiles = n_block_max - n_block_min;
     if (c.parts > 1) {  // a piece: its share of the key tiles (the plan leaves each at least two)
       const int lo = n_block_min + n_tiles * c.part / c.parts;

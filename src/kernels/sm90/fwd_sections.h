@@ -62,8 +62,7 @@ inline void fit_sections(TileScheduler& sched, const FwdKernelParams& p, int blo
       sched.total > kMaxTiles || blocks < 2)
     return;
   const int pairs = sched.heads * sched.batch;
-  const int64_t kv = p.seqlen_k * (p.head_dim_qk + p.head_dim_v) * 2 * p.heads_kv / p.heads_q;
-  const int local = int(std::max<int64_t>(1, std::min<int64_t>(kv > 0 ? kL2Local / kv : pairs, pairs)));
+  const int local = sched.pairs_fitting(p, kL2Local);
   if (local >= sched.section_heads) return;
   // Everything the choice depends on: the candidates (local), the balance's inputs.
   using Key = std::tuple<int, int, int, int, int, int64_t, int64_t, int64_t, int64_t, int, int>;
@@ -86,8 +85,8 @@ inline void fit_sections(TileScheduler& sched, const FwdKernelParams& p, int blo
   std::vector<int> cost(size_t(sched.num_m));
   for (int m = 0; m < sched.num_m; ++m) {
     const int64_t m0 = int64_t(m) * block_m, m_end = std::min<int64_t>(m0 + block_m, p.seqlen_q);
-    const int64_t c_begin = mask.col_begin(m0), c_end = mask.col_end(m_end - 1);
-    const int64_t lo = c_begin / block_n, hi = c_end > c_begin ? (c_end + block_n - 1) / block_n : lo;
+    int64_t lo, hi;
+    visible_key_tiles(mask, m0, m_end, int64_t(block_n), lo, hi);
     cost[size_t(m)] = int(hi - lo) + 1;
   }
   const double base = section_imbalance(cost, pairs, sched.section_heads, blocks);
