@@ -350,7 +350,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         if (n0 >= full_lo) mask_scores(std::false_type{});
         else mask_scores(std::true_type{});
       }
-      moved = softmax_rows_lazy(sc, row_max, row_sum, rescale, scale_log2);
+      moved = softmax_rows_lazy<Traits::kLazyRescale>(sc, row_max, row_sum, rescale, scale_log2);
     };
 
     // Key tiles this group's rows cannot see. The walk starts at the last key

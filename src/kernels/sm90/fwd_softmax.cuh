@@ -6,11 +6,13 @@
 // which the final LSE adds back, so the only change is that P's entries may reach
 // 2^kLazyLog2 instead of 1 (no overflow in fp16 / bf16 or the fp32 sums, and no
 // precision lost: 16-bit rounding is relative). The first finite score of a row
-// always moves it (its reference was -inf).
+// always moves it (its reference was -inf). FwdTraits::kLazyRescale chooses it per
+// head dim (on where O is several times the score tile).
 #pragma once
 
 #include <cute/tensor.hpp>
 
+#include "kernels/common/online_softmax.cuh"
 #include "kernels/common/quad_reduce.cuh"
 
 namespace flashattn::sm90 {
@@ -21,9 +23,15 @@ constexpr float kLazyLog2 = 8.f;
 // turns them into log2 units) become exp2(s * scale_log2 - ref * scale_log2);
 // factor[row] is what earlier sums (and O) must be multiplied by. Returns whether
 // any reference of the warp moved (warp-uniform): only then does O need factor.
-template <int kRows, typename RowCol>
+// Without kLazy the reference is the running max itself (detail::softmax_rows)
+// and the answer is always yes.
+template <bool kLazy, int kRows, typename RowCol>
 __device__ __forceinline__ bool softmax_rows_lazy(RowCol& s, float (&row_max)[kRows], float (&row_sum)[kRows],
                                                   float (&factor)[kRows], float scale_log2) {
+  if constexpr (!kLazy) {
+    detail::softmax_rows(s, row_max, row_sum, factor, scale_log2);
+    return true;
+  }
   float mx[kRows];
   bool far = false;
 #pragma unroll
