@@ -200,7 +200,7 @@ struct FwdTraits {
   // row's reference max by more than 2^8. On where O holds 64 or more fp32 registers
   // a thread (head dim >= 128). A/B against always rescaling (H100, three rounds,
   // bench/results/2026-12-07_h100_s55_sm90_fwd_v32_v33_ab.txt; kernel notes, sm90
-  // forward v33): hd256 +1.6-6.7% at every N; hd128 level to +2.4%; hd64, whose O
+  // forward v33): hd256 +1.6-6.7% at every N; hd128 level to +2.5%; hd64, whose O
   // is no bigger than its score tile, 5% slower at N <= 1024 (the vote and branch
   // cost more than its 32 multiplies). hd192 follows hd256 and hd96 follows hd64
   // (not measured).
