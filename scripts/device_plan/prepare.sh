@@ -11,7 +11,9 @@
 # one. Earlier calls' builds (d, f, g, k2, kv, h, m, u, w, x, y) were made by hand from branches;
 # their scripts stay as the record of those runs.
 # PACK=NAME packs the GPU build as .devc/NAME.tar.xz (default v) and GPU_ONLY=1 skips the CPU
-# build (prepare77.sh: a branch's variants beside main's v).
+# build (prepare77.sh: a branch's variants beside main's v). HEAD_DIMS (default "64;128;256") and
+# BUILD_DIR (default build-sm90-f) build other head dims in a folder of their own (call89's o:
+# HEAD_DIMS="96;192" BUILD_DIR=build-sm90-o PACK=o GPU_ONLY=1).
 # Usage: [PACK=v] [GPU_ONLY=1] bash scripts/device_plan/prepare.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,13 +25,14 @@ mkdir -p .git/info
 grep -qx '/.dev/' .git/info/exclude 2>/dev/null || echo '/.dev/' >> .git/info/exclude
 grep -qx '/.devc/' .git/info/exclude 2>/dev/null || echo '/.devc/' >> .git/info/exclude
 mkdir -p .dev .devc
-cmake -S . -B build-sm90-f -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real \
+bdir=${BUILD_DIR:-build-sm90-f}
+cmake -S . -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real \
   -DFLASHATTN_SM80_COMPACT_ARCHITECTURES=90a-real -DFLASHATTN_SM80_LARGE_ARCHITECTURES=90a-real \
-  -DFLASHATTN_CUDA_DTYPES=bf16 -DFLASHATTN_CUDA_HEAD_DIMS="64;128;256" > /dev/null
-ninja -C build-sm90-f flashattn_tests flashattn_bench_shim
+  -DFLASHATTN_CUDA_DTYPES=bf16 -DFLASHATTN_CUDA_HEAD_DIMS="${HEAD_DIMS:-64;128;256}" > /dev/null
+ninja -C "$bdir" flashattn_tests flashattn_bench_shim
 pack=${PACK:-v}
 rm -rf ".dev/$pack" && mkdir -p ".dev/$pack"
-cp build-sm90-f/tests/flashattn_tests build-sm90-f/bench/gpu/libflashattn_bench_shim.so ".dev/$pack/"
+cp "$bdir/tests/flashattn_tests" "$bdir/bench/gpu/libflashattn_bench_shim.so" ".dev/$pack/"
 (cd .dev && tar -cf - "$pack" | xz -T2 -6 > "../.devc/$pack.tar.xz")
 [ "${GPU_ONLY:-0}" = 1 ] && exit 0
 cmake -S . -B build-cpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHATTN_WITH_CUDA=OFF -DFLASHATTN_BUILD_TESTS=OFF > /dev/null

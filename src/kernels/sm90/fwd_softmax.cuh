@@ -7,7 +7,7 @@
 // 2^kLazyLog2 instead of 1 (no overflow in fp16 / bf16 or the fp32 sums, and no
 // precision lost: 16-bit rounding is relative). The first finite score of a row
 // always moves it (its reference was -inf). FwdTraits::kLazyRescale chooses it per
-// head dim (on where O is several times the score tile).
+// head dim (on at hd128 and hd256, where O is several times the score tile).
 #pragma once
 
 #include <cute/tensor.hpp>

@@ -197,14 +197,14 @@ struct FwdTraits {
   static constexpr bool kQDescInLoop = kSwitchBits_ < 0 ? kSwitches.q_desc_in_loop : (kSwitchBits_ & 4) != 0;
   static constexpr bool kQDescRederiveUniform = kSwitches.q_desc_rederive_uniform;
   // Lazy rescaling (fwd_softmax.cuh): O is rescaled only on key tiles that move a
-  // row's reference max by more than 2^8. On where O holds 64 or more fp32 registers
-  // a thread (head dim >= 128). A/B against always rescaling (H100, three rounds,
+  // row's reference max by more than 2^8. On at hd128 and hd256, where O holds 64 and
+  // 128 fp32 registers a thread. A/B against always rescaling (H100, three rounds,
   // bench/results/2026-12-07_h100_s55_sm90_fwd_v32_v33_ab.txt; kernel notes, sm90
   // forward v33): hd256 +1.6-6.7% at every N; hd128 level to +2.5%; hd64, whose O
   // is no bigger than its score tile, 5% slower at N <= 1024 (the vote and branch
-  // cost more than its 32 multiplies). hd192 follows hd256 and hd96 follows hd64
-  // (not measured).
-  static constexpr bool kLazyRescale = kHeadDim_ >= 128;
+  // cost more than its 32 multiplies). hd96 and hd192 keep rescaling every tile
+  // until a GPU has measured and tested them with it.
+  static constexpr bool kLazyRescale = kHeadDim_ == 128 || kHeadDim_ == 256;
   static constexpr int kGroupRows = 64;  // rows of one wgmma, one consumer group
   static constexpr int kConsumerGroups = kBlockM / kGroupRows;
   static_assert(kBlockM % kGroupRows == 0 && kConsumerGroups >= 2 && kConsumerGroups <= 3,
