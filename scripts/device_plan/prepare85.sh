@@ -12,7 +12,7 @@ PACK=l2 GPU_ONLY=1 bash $here/prepare.sh
 git checkout -q s54-sm90-fwd-q-per-group
 trap 'git checkout -q main' EXIT
 PACK=g GPU_ONLY=1 bash $here/prepare.sh
-cp $here/lib.sh $here/call85.sh $here/call86.sh $here/call87.sh .devc/
+cp $here/lib.sh $here/call85.sh $here/call86.sh .devc/
 # The device call carries the tree and .devc together (64 MiB at most): only these packs.
 find .devc -name '*.tar.xz' ! -name l2.tar.xz ! -name g.tar.xz -delete
 du -sh .devc
