@@ -127,7 +127,7 @@ std::vector<Case> hopper_cases() {
                         .magnitude(3.f).slopes(Alibi::per_batch_head));
     cases.push_back(Case(n + "negative_scale").seq(200, 300).heads(2, 2).dims(d, d).scale(-0.1f).causal_mask());
     // Scores in the hundreds: rows' maxima jump by far more than 2^8 between key tiles
-    // deep into a row, so the lazy rescaling (sm90/fwd_softmax.cuh, hd128 / hd256) moves its
+    // deep into a row, so the lazy rescaling (sm90/fwd_softmax.cuh, hd128 and up) moves its
     // reference mid-row, not only at the first tile.
     cases.push_back(Case(n + "large_scores").seq(200, 900).heads(2, 1).dims(d, d).magnitude(16.f));
     cases.push_back(Case(n + "large_scores_causal").seq(600, 600).heads(2, 2).dims(d, d).magnitude(16.f)
@@ -191,6 +191,9 @@ std::vector<Case> hopper_other_dim_cases() {
                         .dims(d, d).causal_mask());
     cases.push_back(Case(n + "softcap_alibi").batch(2).seq(257, 300).heads(4, 2).dims(d, d).cap(10.f)
                         .magnitude(3.f).slopes(Alibi::per_batch_head).causal_mask());
+    // Scores in the hundreds (hd192's forward rescales lazily, as hopper_cases' do).
+    cases.push_back(Case(n + "large_scores_causal").seq(500, 700).heads(2, 1).dims(d, d).magnitude(16.f)
+                        .causal_mask());
   }
   return in_dtypes(cases, {DType::f16, DType::bf16});
 }

@@ -202,9 +202,10 @@ struct FwdTraits {
   // bench/results/2026-12-07_h100_s55_sm90_fwd_v32_v33_ab.txt; kernel notes, sm90
   // forward v33): hd256 +1.6-6.7% at every N; hd128 level to +2.5%; hd64, whose O
   // is no bigger than its score tile, 5% slower at N <= 1024 (the vote and branch
-  // cost more than its 32 multiplies). hd96 and hd192 keep rescaling every tile
-  // until a GPU has measured and tested them with it.
-  static constexpr bool kLazyRescale = kHeadDim_ == 128 || kHeadDim_ == 256;
+  // cost more than its 32 multiplies). hd192 (O 96 registers a thread) +1.6-2.4%
+  // at N >= 4096, within 2% below (bench/results/2026-12-07_h100_s56_sm90_fwd_
+  // hd192_lazy_ab.txt). hd96 keeps rescaling every tile (unmeasured with it).
+  static constexpr bool kLazyRescale = kHeadDim_ >= 128;
   static constexpr int kGroupRows = 64;  // rows of one wgmma, one consumer group
   static constexpr int kConsumerGroups = kBlockM / kGroupRows;
   static_assert(kBlockM % kGroupRows == 0 && kConsumerGroups >= 2 && kConsumerGroups <= 3,
