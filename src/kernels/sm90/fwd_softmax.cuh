@@ -7,7 +7,7 @@
 // 2^kLazyLog2 instead of 1 (no overflow in fp16 / bf16 or the fp32 sums, and no
 // precision lost: 16-bit rounding is relative). The first finite score of a row
 // always moves it (its reference was -inf). FwdTraits::kLazyRescale chooses it per
-// head dim (on at hd128 and hd256, where O is several times the score tile).
+// head dim (on at hd128, hd192 and hd256, where O is several times the score tile).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -66,11 +66,7 @@ __device__ __forceinline__ bool softmax_rows_lazy(RowCol& s, float (&row_max)[kR
 // softmax moved a reference (moved is warp-uniform, so the branch never diverges).
 template <int kRows, typename RowCol>
 __device__ __forceinline__ void rescale_rows_if(RowCol& acc, const float (&factor)[kRows], bool moved) {
-  if (!moved) return;
-#pragma unroll
-  for (int mi = 0; mi < kRows; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < int(cute::size<1>(acc)); ++ni) acc(mi, ni) *= factor[mi];
+  if (moved) detail::rescale_rows<false>(acc, factor);
 }
 
 }  // namespace flashattn::sm90
