@@ -205,7 +205,7 @@ struct FwdTraits {
   // cost more than its 32 multiplies). hd192 (O 96 registers a thread) +1.6-2.4%
   // at N >= 4096, within 2% below (bench/results/2026-12-07_h100_s56_sm90_fwd_
   // hd192_lazy_ab.txt). hd96 (O 48 registers) keeps rescaling every tile: with it
-  // 2-5% slower at N <= 1024, level from 4096 (..._s56_sm90_fwd_hd96_lazy_ab.txt).
+  // 2-8% slower at N <= 1024, level from 4096 (..._s56_sm90_fwd_hd96_lazy_ab.txt).
   static constexpr bool kLazyRescale = kHeadDim_ >= 128;
   static constexpr int kGroupRows = 64;  // rows of one wgmma, one consumer group
   static constexpr int kConsumerGroups = kBlockM / kGroupRows;
